@@ -1,0 +1,183 @@
+# Helpers for scenario scripts, sourced inside the guest (bash, chrooted
+# into the host's tree, as root). The job file has set LAB_REPO, LAB_KDIR,
+# LAB_DATASET, LAB_MANIFEST, LAB_NAME and any LAB_* knobs.
+set -u -o pipefail
+
+LAB_OUT=/run/lab/out
+LAB_RUN=/run/lab
+MNT=$LAB_RUN/mnt
+mkdir -p "$MNT"
+
+step() { echo "== [$(cut -d' ' -f1 /proc/uptime)s] $*"; }
+
+# The reason goes to the results share, where the host turns it into
+# "FAIL name (reason, ...)".
+fail() {
+    echo "FAIL: $*"
+    echo "$*" >"$LAB_OUT/reason"
+    exit 1
+}
+
+# Run a command; on failure, fail with its description.
+must() { "$@" || fail "command failed ($?): $*"; }
+
+load() {
+    for m in "$@"; do
+        modprobe -d "$LAB_KDIR" "$m" || fail "cannot load module $m"
+    done
+}
+
+# serve NAME WHERE FILE [nbdkit options...] [-- plugin params...]
+# Start the plugin under test on FILE, in the foreground in the background
+# (its errors land in $LAB_OUT/NAME.nbdkit.log), listening on 127.0.0.1
+# port WHERE, or on the Unix socket WHERE if it starts with /.
+# LAB_PLUGIN=file serves with nbdkit's own file plugin (harness debugging
+# only: every scenario is meant to test gmblock).
+serve() {
+    local name=$1 where=$2 file=$3 opts=() params=() listen plugin nbdkit
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    params=("$@")
+    case $where in
+    /*) listen=(-U "$where") ;;
+    *)  listen=(-i 127.0.0.1 -p "$where") ;;
+    esac
+    case ${LAB_PLUGIN:-gmblock} in
+    gmblock)
+        nbdkit=$LAB_REPO/nbdkit plugin=gmblock
+        [ -x "$nbdkit" ] && [ -f "$LAB_REPO/plugins/gmblock/nbdkit-gmblock-plugin.so" ] ||
+            fail "gmblock plugin not built: run make at the top first"
+        ;;
+    file) nbdkit=nbdkit plugin=file ;;
+    *) fail "unknown LAB_PLUGIN=$LAB_PLUGIN" ;;
+    esac
+    rm -f "$LAB_RUN/$name.pid"
+    step "serve $name: $plugin file=$file ${opts[*]} ${params[*]} on $where"
+    "$nbdkit" -f -P "$LAB_RUN/$name.pid" "${listen[@]}" "${opts[@]}" \
+        "$plugin" file="$file" "${params[@]}" >>"$LAB_OUT/$name.nbdkit.log" 2>&1 &
+    # nbdkit writes the pid file once its socket is listening.
+    local i
+    for i in $(seq 100); do
+        [ -s "$LAB_RUN/$name.pid" ] && return 0
+        kill -0 $! 2>/dev/null || break
+        sleep 0.2
+    done
+    fail "server $name did not start (see $name.nbdkit.log)"
+}
+
+server_pid() { cat "$LAB_RUN/$1.pid"; }
+
+# stop NAME [SIGNAL]: stop a server started by serve and wait for it.
+stop() {
+    local pid
+    pid=$(server_pid "$1") || return 0
+    kill -"${2:-TERM}" "$pid" 2>/dev/null
+    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    rm -f "$LAB_RUN/$1.pid"
+}
+
+# attach DEV WHERE [nbd-client options...]: the kernel NBD client.
+attach() {
+    local dev=$1 where=$2
+    shift 2
+    step "nbd-client $where -> $dev $*"
+    case $where in
+    /*) must nbd-client -unix "$where" "$dev" -N "" "$@" ;;
+    *)  must nbd-client 127.0.0.1 "$where" "$dev" -N "" "$@" ;;
+    esac
+    [ "$(blockdev --getsize64 "$dev")" -gt 0 ] || fail "$dev has no size after connecting"
+}
+
+detach() {
+    step "disconnect $1"
+    nbd-client -d "$1" >/dev/null 2>&1 || fail "nbd-client -d $1 failed"
+}
+
+# Forget every cached block of DEV so the next read goes to the server.
+drop_caches() {
+    sync
+    blockdev --flushbufs "$1" 2>/dev/null
+    echo 3 >/proc/sys/vm/drop_caches
+}
+
+# mkfs.ext4 on DEV; the itables are written now rather than by a
+# background thread racing with the scenario.
+make_fs() {
+    step "mkfs.ext4 $1"
+    must mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$@"
+}
+
+put_data() {
+    step "write the dataset to $1"
+    must tar -xf "$LAB_DATASET" -C "$1"
+    must sync -f "$1"
+}
+
+# Compare every file of the dataset under DIR with the host's manifest.
+check_data() {
+    local bad
+    step "verify the dataset under $1"
+    bad=$(cd "$1" && md5sum -c --quiet "$LAB_MANIFEST" 2>&1 | head -n 3)
+    [ -z "$bad" ] || fail "checksum mismatch under $1: $(echo "$bad" | tr '\n' ' ')"
+    echo "all $(wc -l <"$LAB_MANIFEST") files match"
+}
+
+fsck_clean() {
+    step "e2fsck -fn $1"
+    e2fsck -fn "$1" || fail "e2fsck -fn $1 found problems (exit $?)"
+}
+
+# With LAB_CORRUPT=1, flip one byte of big.bin on BACKING (the device the
+# server exports 1:1 as the filesystem DEV, unmounted), behind the client's
+# back: the following re-read must then fail. Shows the checks can fail.
+corrupt_if_asked() {
+    local dev=$1 backing=$2 blk bs off
+    [ "${LAB_CORRUPT:-0}" = 1 ] || return 0
+    blk=$(debugfs -R "bmap /big.bin 3" "$dev" 2>/dev/null)
+    bs=$(dumpe2fs -h "$dev" 2>/dev/null | sed -n 's/^Block size: *//p')
+    [ -n "$blk" ] && [ -n "$bs" ] || fail "LAB_CORRUPT: cannot locate big.bin on $dev"
+    off=$((blk * bs + 123))
+    step "LAB_CORRUPT=1: flipping the byte at offset $off of $backing"
+    must python3 -c '
+import os, sys
+fd = os.open(sys.argv[1], os.O_RDWR)
+off = int(sys.argv[2])
+os.pwrite(fd, bytes([os.pread(fd, 1, off)[0] ^ 0xff]), off)
+os.fsync(fd)' "$backing" "$off"
+    blockdev --flushbufs "$backing"
+}
+
+# The filesystem round trip every data scenario shares: mkfs on DEV,
+# write, unmount, fsck, forget the cache, remount, compare byte for byte.
+# BACKING is what the server exports (for LAB_CORRUPT), if known.
+fs_roundtrip() {
+    local dev=$1 backing=${2:-}
+    make_fs "$dev"
+    must mount "$dev" "$MNT"
+    put_data "$MNT"
+    must umount "$MNT"
+    fsck_clean "$dev"
+    [ -n "$backing" ] && corrupt_if_asked "$dev" "$backing"
+    drop_caches "$dev"
+    must mount "$dev" "$MNT"
+    check_data "$MNT"
+    must umount "$MNT"
+}
+
+# make_raid LEVEL DEV...: /dev/md0 with 64 KiB chunks. The members are
+# fresh sparse (all-zero) files, whose parity is already consistent, so a
+# RAID5 needs no initial resync (which would cost minutes under TCG).
+make_raid() {
+    local level=$1
+    shift
+    case $level in
+    0) load md-mod raid0 ;;
+    5) load md-mod raid456 ;;
+    *) fail "make_raid: level $level not wired up" ;;
+    esac
+    step "mdadm --create /dev/md0 level $level on $*"
+    must mdadm --create /dev/md0 --run --quiet --level="$level" --raid-devices=$# \
+        --chunk=64 --assume-clean "$@"
+    [ "$(cat /sys/block/md0/md/chunk_size)" = 65536 ] || fail "md0 chunk size is not 64 KiB"
+}

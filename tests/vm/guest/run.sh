@@ -1,0 +1,16 @@
+#!/bin/sh
+# Runs inside the guest, chrooted into the host's tree: execute the
+# scenario named in the job file and leave its log and exit status in the
+# results share, where the host harness picks them up.
+OUT=/run/lab/out
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/run/lab TMPDIR=/tmp LC_ALL=C
+# shellcheck source=/dev/null
+. "$OUT/job" || { echo 99 >"$OUT/status"; exit 1; }
+cd /run/lab || exit 1
+echo "lab: scenario $LAB_NAME starting" >/dev/console
+bash "$LAB_SCENARIO" >"$OUT/scenario.log" 2>&1 </dev/null
+rc=$?
+echo "$rc" >"$OUT/status"
+echo "lab: scenario $LAB_NAME exited $rc" >/dev/console
+exit "$rc"

@@ -1,0 +1,83 @@
+# Run one scenario: scenarios/NAME.sh runs inside the guest; its header
+# says what the guest needs:
+#   # lab-disks: virtio:96M nvme:64M:lbs=4096 ...   (see lib/boot.sh)
+#   # lab-timeout: 300                              (seconds, whole boot)
+# An optional scenarios/NAME.host.sh is sourced on the host and may define
+# host_before DIR (start host-side servers; append disk specs to
+# HOST_DISKS), host_after DIR (check the result on the host; write a
+# reason to DIR/host.reason and return non-zero on failure) and
+# host_cleanup DIR (always runs). Sourced.
+
+scenario_list() {
+    for f in "$VM_DIR"/scenarios/*.sh; do
+        case $f in *.host.sh) continue ;; esac
+        basename "$f" .sh
+    done
+}
+
+# header FILE KEY: the value of "# KEY: value" in FILE.
+header() { sed -n "s/^# $2: *//p" "$1" | head -n 1; }
+
+# Quote a value for the job file (a shell fragment the guest sources).
+q() { printf "'%s'" "$(printf %s "$1" | sed "s/'/'\\\\''/g")"; }
+
+scenario_job() {
+    echo "LAB_NAME=$(q "$1")"
+    echo "LAB_SCENARIO=$(q "$VM_DIR/scenarios/$1.sh")"
+    echo "LAB_REPO=$(q "$REPO")"
+    echo "LAB_KDIR=$(q "$KDIR")"
+    echo "LAB_DATASET=$(q "$DATASET")"
+    echo "LAB_MANIFEST=$(q "$MANIFEST")"
+    # Knobs a scenario may honour, passed through unchanged.
+    env | grep '^LAB_[A-Z_]*=' | grep -v '^LAB_TIMEOUT=' | while IFS='=' read -r k v; do
+        echo "export $k=$(q "$v")"
+    done
+    echo "export LAB_NAME LAB_SCENARIO LAB_REPO LAB_KDIR LAB_DATASET LAB_MANIFEST"
+}
+
+scenario_run() (
+    name=$1
+    script=$VM_DIR/scenarios/$name.sh
+    dir=$VM_CACHE/runs/$name
+    rm -rf "$dir"
+    mkdir -p "$dir/out"
+    disks=$(header "$script" lab-disks)
+    limit=${LAB_TIMEOUT:-$(header "$script" lab-timeout)}
+    limit=${limit:-300}
+    HOST_DISKS=
+    host_before() { :; }
+    host_after() { :; }
+    host_cleanup() { :; }
+    [ -f "$VM_DIR/scenarios/$name.host.sh" ] && . "$VM_DIR/scenarios/$name.host.sh"
+    scenario_job "$name" >"$dir/out/job"
+
+    start=$(date +%s) reason= log=$dir/console.log
+    if ! host_before "$dir" >"$dir/host.log" 2>&1; then
+        reason="host setup failed" log=$dir/host.log
+    else
+        # shellcheck disable=SC2086
+        boot_guest "$dir" "$limit" $disks $HOST_DISKS
+        rc=$?
+        status=$(cat "$dir/out/status" 2>/dev/null)
+        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            reason="guest killed after the ${limit}s time limit"
+        elif [ -z "$status" ]; then
+            reason="guest ended without a result, qemu exit $rc"
+            [ -s "$dir/qemu.log" ] && reason="$reason: $(tail -n 1 "$dir/qemu.log")"
+        elif [ "$status" != 0 ]; then
+            log=$dir/out/scenario.log
+            reason=$(cat "$dir/out/reason" 2>/dev/null)
+            [ -n "$reason" ] || reason="scenario exited $status: $(tail -n 1 "$log")"
+        elif ! host_after "$dir" >>"$dir/host.log" 2>&1; then
+            log=$dir/host.log
+            reason="host check: $(cat "$dir/host.reason" 2>/dev/null || echo failed)"
+        fi
+    fi
+    host_cleanup "$dir" >>"$dir/host.log" 2>&1
+    say "$name took $(($(date +%s) - start)) s"
+    if [ -n "$reason" ]; then
+        echo "FAIL $name ($reason, log: $log)"
+        return 1
+    fi
+    echo "PASS $name"
+)

@@ -1,0 +1,46 @@
+#!/bin/sh
+# The guest lab: boot a QEMU (TCG) guest per scenario, run the scenario
+# inside it against the gmblock plugin, report one line per scenario and a
+# summary. Usage: tests/vm/run.sh [scenario...]   (default: all of them)
+# Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
+# backing data before re-reads (the checks must then fail), LAB_TIMEOUT
+# overrides every scenario's time limit, VM_CACHE moves the cache.
+. "$(dirname "$0")/lib/common.sh"
+. "$VM_DIR/lib/kernel.sh"
+. "$VM_DIR/lib/initramfs.sh"
+. "$VM_DIR/lib/dataset.sh"
+. "$VM_DIR/lib/boot.sh"
+. "$VM_DIR/lib/scenario.sh"
+
+if [ "${SKIP_VM:-0}" = 1 ]; then
+    if in_ci; then
+        say "SKIP_VM=1 is ignored under CI: the guest lab always runs there"
+    else
+        echo "SKIP guest lab (SKIP_VM=1)"
+        echo "0 passed, 0 failed, 1 skipped"
+        exit 0
+    fi
+fi
+
+names=$*
+[ -n "$names" ] || names=$(scenario_list)
+for n in $names; do
+    [ -f "$VM_DIR/scenarios/$n.sh" ] || die "no scenario '$n' (have: $(scenario_list | tr '\n' ' '))"
+done
+
+# Everything the guest needs; a failure here fails the lab loudly.
+for tool in qemu-system-x86_64 apt-get dpkg-deb depmod modprobe cpio timeout; do
+    command -v "$tool" >/dev/null ||
+        die "missing $tool: run scripts/install-deps.sh (or SKIP_VM=1 to skip the lab locally)"
+done
+kernel_prepare
+initramfs_prepare
+dataset_prepare
+
+passed=0 failed=0 t0=$(date +%s)
+for n in $names; do
+    if scenario_run "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+done
+say "guest lab took $(($(date +%s) - t0)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]
