@@ -181,3 +181,8 @@ make_raid() {
         --chunk=64 --assume-clean "$@"
     [ "$(cat /sys/block/md0/md/chunk_size)" = 65536 ] || fail "md0 chunk size is not 64 KiB"
 }
+
+# The number of client TCP connections open to 127.0.0.1:PORT.
+connections() {
+    ss -Htn state established "( dport = :$1 )" | wc -l
+}

@@ -1,0 +1,93 @@
+# gmblock: nbdkit modules for fast, frugal block serving.
+# SPDX-License-Identifier: BSD-3-Clause
+#
+#   make            build the modules and unit tests
+#   make serve      install what is missing, build, serve a demo disk
+#   make check      install what is missing, build, run every test
+#   make install    install into nbdkit's plugindir and filterdir
+#
+# B=DIR builds out of tree; SANITIZE=1 builds with ASan+UBSan.
+
+CC       ?= gcc
+B        ?= .
+CFLAGS   ?= -O2 -g
+WARN     := -Wall -Wextra -Werror -Wno-unused-parameter
+ALL_CFLAGS = -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(CFLAGS) $(SAN)
+CPPFLAGS += -D_GNU_SOURCE -Icommon
+LIBS     := -luring -lpthread
+ifeq ($(SANITIZE),1)
+SAN      := -fsanitize=address,undefined -fno-omit-frame-pointer -fno-sanitize-recover=undefined
+endif
+
+PLUGINDIR := $(shell pkg-config --variable=plugindir nbdkit 2>/dev/null)
+FILTERDIR := $(shell pkg-config --variable=filterdir nbdkit 2>/dev/null)
+
+COMMON_SRC := $(wildcard common/*.c)
+PLUGIN_SRC := $(wildcard plugins/gmblock/*.c)
+UNIT_SRC   := $(wildcard tests/unit/test-*.c)
+
+COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o)
+PLUGIN_OBJ := $(PLUGIN_SRC:%.c=$(B)/%.o)
+COMMON_LIB := $(B)/common/libgmcommon.a
+PLUGIN_SO  := $(B)/plugins/gmblock/nbdkit-gmblock-plugin.so
+UNIT_BIN   := $(UNIT_SRC:%.c=$(B)/%)
+
+MODULES    := $(PLUGIN_SO)
+
+.PHONY: all deps serve check check-unit check-integration check-sanitize \
+        install uninstall clean
+.DELETE_ON_ERROR:
+
+all: $(MODULES) $(UNIT_BIN)
+
+$(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(COMMON_LIB): $(COMMON_OBJ)
+	rm -f $@
+	ar rcs $@ $^
+
+$(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS)
+
+$(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS)
+
+deps:
+	@scripts/install-deps.sh check
+
+serve:
+	@scripts/install-deps.sh serve
+	@$(MAKE) --no-print-directory all
+	@scripts/serve.sh $(FILE)
+
+check-unit: $(UNIT_BIN)
+check-integration: all
+
+check:
+	@scripts/install-deps.sh check
+	@$(MAKE) --no-print-directory all
+	tests/run
+	@$(MAKE) --no-print-directory check-sanitize
+	@$(MAKE) --no-print-directory check-vm
+
+# The whole host suite again, with the modules built with ASan+UBSan
+# and the sanitizer runtimes preloaded into nbdkit.
+check-sanitize:
+	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all
+	GMBLOCK_BUILDDIR=$(CURDIR)/.build-sanitize GMBLOCK_SANITIZE=1 tests/run
+
+install: $(MODULES)
+	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)
+	install -m 755 $(PLUGIN_SO) $(DESTDIR)$(PLUGINDIR)/
+
+uninstall:
+	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so
+
+clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(UNIT_BIN)
+	rm -rf .build-sanitize
+
+-include tests/vm/vm.mk

@@ -1,0 +1,46 @@
+/* gmblock: process-wide event and byte counters.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Each module declares a table of named counters indexed by an enum.
+ * Updates are relaxed atomic adds; readers see a consistent-enough
+ * snapshot for statistics.
+ */
+#ifndef GMBLOCK_COUNTERS_H
+#define GMBLOCK_COUNTERS_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+struct gm_counter {
+  const char *name;
+  const char *help;
+  _Atomic uint64_t value;
+};
+
+static inline void
+gm_count (struct gm_counter *c, uint64_t n)
+{
+  atomic_fetch_add_explicit (&c->value, n, memory_order_relaxed);
+}
+
+static inline uint64_t
+gm_counter_get (struct gm_counter *c)
+{
+  return atomic_load_explicit (&c->value, memory_order_relaxed);
+}
+
+/* Print "prefix.name value" one per line. */
+void gm_counters_print (FILE *fp, const char *prefix,
+                        struct gm_counter *c, size_t n);
+
+/* Write the counters to path atomically (temp file + rename).
+ * Returns 0 or -1 with errno set.
+ */
+int gm_counters_write_file (const char *path, const char *prefix,
+                            struct gm_counter *c, size_t n,
+                            void (*extra) (FILE *fp, void *opaque),
+                            void *opaque);
+
+#endif /* GMBLOCK_COUNTERS_H */

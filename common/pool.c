@@ -1,0 +1,188 @@
+/* gmblock: the bounded buffer pool.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+#include "sizes.h"
+
+#define WORD_BITS 64
+
+static inline bool
+unit_used (const struct gm_pool *p, size_t i)
+{
+  return p->bitmap[i / WORD_BITS] >> (i % WORD_BITS) & 1;
+}
+
+static void
+mark (struct gm_pool *p, size_t start, size_t n, bool used)
+{
+  for (size_t i = start; i < start + n; i++) {
+    uint64_t bit = UINT64_C (1) << (i % WORD_BITS);
+    if (used)
+      p->bitmap[i / WORD_BITS] |= bit;
+    else
+      p->bitmap[i / WORD_BITS] &= ~bit;
+  }
+}
+
+/* First-fit search for n free units; full words are skipped. */
+static ssize_t
+find_run (const struct gm_pool *p, size_t n)
+{
+  size_t run = 0, start = 0;
+
+  for (size_t i = p->first_free; i < p->nunits; ) {
+    uint64_t w = p->bitmap[i / WORD_BITS];
+    if (i % WORD_BITS == 0 && w == UINT64_MAX) {
+      run = 0;
+      i += WORD_BITS;
+      continue;
+    }
+    if (unit_used (p, i))
+      run = 0;
+    else if (run++ == 0)
+      start = i;
+    if (run == n)
+      return start;
+    i++;
+  }
+  return -1;
+}
+
+struct gm_pool *
+gm_pool_create (size_t size, enum gm_huge_mode mode, char *err, size_t errlen)
+{
+  struct gm_pool *p;
+  size_t words;
+
+  if (size < GM_POOL_UNIT) {
+    snprintf (err, errlen, "pool size %zu is smaller than one %d-byte unit",
+              size, GM_POOL_UNIT);
+    errno = EINVAL;
+    return NULL;
+  }
+  p = calloc (1, sizeof *p);
+  if (p == NULL) {
+    snprintf (err, errlen, "calloc: %s", strerror (errno));
+    return NULL;
+  }
+  p->nunits = gm_round_up (size, GM_POOL_UNIT) / GM_POOL_UNIT;
+  words = (p->nunits + WORD_BITS - 1) / WORD_BITS;
+  p->bitmap = calloc (words, sizeof (uint64_t));
+  if (p->bitmap == NULL) {
+    snprintf (err, errlen, "calloc: %s", strerror (errno));
+    free (p);
+    return NULL;
+  }
+  /* Units past the end of the pool in the last word stay "used". */
+  for (size_t i = p->nunits; i < words * WORD_BITS; i++)
+    p->bitmap[i / WORD_BITS] |= UINT64_C (1) << (i % WORD_BITS);
+  if (gm_mem_map (&p->mem, p->nunits * GM_POOL_UNIT, mode, err, errlen) == -1) {
+    int e = errno;
+    free (p->bitmap);
+    free (p);
+    errno = e;
+    return NULL;
+  }
+  pthread_mutex_init (&p->lock, NULL);
+  pthread_cond_init (&p->freed, NULL);
+  return p;
+}
+
+void
+gm_pool_destroy (struct gm_pool *p)
+{
+  if (p == NULL)
+    return;
+  gm_mem_unmap (&p->mem);
+  pthread_mutex_destroy (&p->lock);
+  pthread_cond_destroy (&p->freed);
+  free (p->bitmap);
+  free (p);
+}
+
+/* Called with the lock held. */
+static void *
+take (struct gm_pool *p, size_t n)
+{
+  ssize_t start = find_run (p, n);
+  if (start < 0)
+    return NULL;
+  mark (p, start, n, true);
+  if ((size_t) start == p->first_free)
+    while (p->first_free < p->nunits && unit_used (p, p->first_free))
+      p->first_free++;
+  p->in_use += n;
+  if (p->in_use > p->peak)
+    p->peak = p->in_use;
+  p->gets++;
+  return (char *) p->mem.addr + (size_t) start * GM_POOL_UNIT;
+}
+
+static void *
+get (struct gm_pool *p, size_t len, bool wait)
+{
+  size_t n = gm_round_up (len, GM_POOL_UNIT) / GM_POOL_UNIT;
+  void *buf;
+
+  if (len == 0 || n > p->nunits) {
+    errno = EINVAL;
+    return NULL;
+  }
+  pthread_mutex_lock (&p->lock);
+  while ((buf = take (p, n)) == NULL) {
+    if (!wait) {
+      pthread_mutex_unlock (&p->lock);
+      errno = EAGAIN;
+      return NULL;
+    }
+    p->waits++;
+    pthread_cond_wait (&p->freed, &p->lock);
+  }
+  pthread_mutex_unlock (&p->lock);
+  return buf;
+}
+
+void *
+gm_pool_get (struct gm_pool *p, size_t len)
+{
+  return get (p, len, true);
+}
+
+void *
+gm_pool_tryget (struct gm_pool *p, size_t len)
+{
+  return get (p, len, false);
+}
+
+void
+gm_pool_put (struct gm_pool *p, void *buf, size_t len)
+{
+  size_t n = gm_round_up (len, GM_POOL_UNIT) / GM_POOL_UNIT;
+  size_t start = ((char *) buf - (char *) p->mem.addr) / GM_POOL_UNIT;
+
+  pthread_mutex_lock (&p->lock);
+  mark (p, start, n, false);
+  if (start < p->first_free)
+    p->first_free = start;
+  p->in_use -= n;
+  pthread_mutex_unlock (&p->lock);
+  pthread_cond_broadcast (&p->freed);
+}
+
+void
+gm_pool_get_stats (struct gm_pool *p, struct gm_pool_stats *s)
+{
+  pthread_mutex_lock (&p->lock);
+  s->size = p->nunits * GM_POOL_UNIT;
+  s->in_use = p->in_use * GM_POOL_UNIT;
+  s->peak = p->peak * GM_POOL_UNIT;
+  s->gets = p->gets;
+  s->waits = p->waits;
+  pthread_mutex_unlock (&p->lock);
+}

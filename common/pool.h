@@ -1,0 +1,65 @@
+/* gmblock: the bounded buffer pool shared by every connection and thread.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * One mapping, cut into 4K units.  A buffer is a contiguous run of
+ * units, handed out first-fit (low addresses first, so a light load
+ * touches few pages) and never shared while in use.  When the pool is
+ * full, callers wait: memory is bounded whatever the number of
+ * connections.  The lock is held only to find or release a run, never
+ * across I/O.
+ */
+#ifndef GMBLOCK_POOL_H
+#define GMBLOCK_POOL_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hugemem.h"
+
+#define GM_POOL_UNIT 4096
+
+struct gm_pool {
+  struct gm_mem mem;
+  size_t nunits;
+  uint64_t *bitmap;             /* 1 = unit in use */
+  size_t first_free;            /* no free unit below this index */
+  pthread_mutex_t lock;
+  pthread_cond_t freed;
+  size_t in_use;                /* units */
+  size_t peak;                  /* units */
+  uint64_t gets, waits;
+};
+
+struct gm_pool_stats {
+  size_t size, in_use, peak;    /* bytes */
+  uint64_t gets, waits;
+};
+
+/* Create a pool of 'size' bytes (rounded up to whole units).  Returns
+ * NULL with errno set and a message in err on failure.
+ */
+struct gm_pool *gm_pool_create (size_t size, enum gm_huge_mode mode,
+                                char *err, size_t errlen);
+void gm_pool_destroy (struct gm_pool *pool);
+
+/* Get a buffer of at least len bytes (len <= pool size), aligned to
+ * GM_POOL_UNIT.  Waits while the pool is full.  Returns NULL only if
+ * len is 0 or larger than the pool (errno = EINVAL).
+ */
+void *gm_pool_get (struct gm_pool *pool, size_t len);
+void gm_pool_put (struct gm_pool *pool, void *buf, size_t len);
+
+/* Like gm_pool_get but never waits: NULL (errno = EAGAIN) when full. */
+void *gm_pool_tryget (struct gm_pool *pool, size_t len);
+
+static inline int
+gm_pool_contains (const struct gm_pool *pool, const void *p, size_t len)
+{
+  const char *b = pool->mem.addr;
+  return (const char *) p >= b && (const char *) p + len <= b + pool->mem.len;
+}
+
+void gm_pool_get_stats (struct gm_pool *pool, struct gm_pool_stats *s);
+
+#endif /* GMBLOCK_POOL_H */

@@ -1,0 +1,133 @@
+/* gmblock: size parsing and formatting.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <ctype.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "sizes.h"
+
+/* Parse a run of decimal digits into *v, refusing overflow. */
+static const char *
+parse_digits (const char *p, uint64_t *v, const char **why)
+{
+  if (!isdigit ((unsigned char) *p)) {
+    *why = "expected a number";
+    return NULL;
+  }
+  *v = 0;
+  for (; isdigit ((unsigned char) *p); p++) {
+    unsigned d = *p - '0';
+    if (*v > (UINT64_MAX - d) / 10) {
+      *why = "number too large";
+      return NULL;
+    }
+    *v = *v * 10 + d;
+  }
+  return p;
+}
+
+static int
+suffix_shift (const char *s, unsigned *shift)
+{
+  static const char units[] = "KMGTPE";
+  const char *u;
+
+  if (*s == '\0') {
+    *shift = 0;
+    return 0;
+  }
+  if (strcasecmp (s, "b") == 0) {
+    *shift = 0;
+    return 0;
+  }
+  u = strchr (units, toupper ((unsigned char) *s));
+  if (u == NULL)
+    return -1;
+  /* Accept "K", "KB", "KiB" (all binary). */
+  if (s[1] != '\0' && strcasecmp (s + 1, "b") != 0 && strcasecmp (s + 1, "ib") != 0)
+    return -1;
+  *shift = 10 * (unsigned) (u - units + 1);
+  return 0;
+}
+
+int
+gm_parse_size (const char *str, uint64_t *out, const char **why)
+{
+  uint64_t v;
+  unsigned shift;
+  const char *p;
+
+  if (str == NULL || *str == '\0') {
+    *why = "empty value";
+    return -1;
+  }
+  while (isspace ((unsigned char) *str))
+    str++;
+  if (*str == '-') {
+    *why = "negative sizes are not allowed";
+    return -1;
+  }
+  if (*str == '+')
+    str++;
+  p = parse_digits (str, &v, why);
+  if (p == NULL)
+    return -1;
+  if (suffix_shift (p, &shift) == -1) {
+    *why = "unknown suffix (accepted: none, B, K, M, G, T, P, E)";
+    return -1;
+  }
+  if (shift >= 64 || v > (UINT64_MAX >> shift)) {
+    *why = "size too large";
+    return -1;
+  }
+  *out = v << shift;
+  return 0;
+}
+
+int
+gm_parse_size_or_percent (const char *str, uint64_t whole,
+                          uint64_t *out, const char **why)
+{
+  size_t n = str ? strlen (str) : 0;
+  uint64_t pct;
+  const char *p;
+
+  if (n == 0 || str[n - 1] != '%')
+    return gm_parse_size (str, out, why);
+
+  p = parse_digits (str, &pct, why);
+  if (p == NULL)
+    return -1;
+  if (*p != '%' || p[1] != '\0') {
+    *why = "a percentage must be a whole number followed by %";
+    return -1;
+  }
+  if (pct < 1 || pct > 100) {
+    *why = "percentage must be between 1% and 100%";
+    return -1;
+  }
+  *out = whole / 100 * pct + whole % 100 * pct / 100;
+  return 0;
+}
+
+const char *
+gm_format_size (uint64_t n, char *buf, size_t len)
+{
+  static const char units[] = "KMGTPE";
+  unsigned i = 0;
+  uint64_t div = 1;
+
+  while (i < sizeof units - 1 && n / div >= 1024 && n % (div * 1024) == 0) {
+    div *= 1024;
+    i++;
+  }
+  if (i > 0)
+    snprintf (buf, len, "%llu%c", (unsigned long long) (n / div), units[i - 1]);
+  else if (n >= 1024 * 1024)
+    snprintf (buf, len, "%.1fM", (double) n / (1024 * 1024));
+  else
+    snprintf (buf, len, "%llu", (unsigned long long) n);
+  return buf;
+}

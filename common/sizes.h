@@ -1,0 +1,57 @@
+/* gmblock: size parsing and formatting shared by all modules.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef GMBLOCK_SIZES_H
+#define GMBLOCK_SIZES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Parse "4096", "64K", "1M", "2G", "1T" (binary multiples, optional
+ * trailing "B" or "iB", case-insensitive).  Rejects empty strings,
+ * signs, garbage and overflow.  On error returns -1 and sets *why to a
+ * static description of what was wrong.
+ */
+int gm_parse_size (const char *str, uint64_t *out, const char **why);
+
+/* Like gm_parse_size, but also accepts "N%" meaning N percent of
+ * 'whole' (N from 1 to 100).
+ */
+int gm_parse_size_or_percent (const char *str, uint64_t whole,
+                              uint64_t *out, const char **why);
+
+/* Format a byte count as a short human string ("64M", "1.5G", "512").
+ * Writes into buf (at least 16 bytes) and returns it.
+ */
+const char *gm_format_size (uint64_t n, char *buf, size_t len);
+
+static inline bool
+gm_is_power_of_2 (uint64_t v)
+{
+  return v != 0 && (v & (v - 1)) == 0;
+}
+
+/* Smallest power of two >= v (v must be <= 2^63). */
+static inline uint64_t
+gm_next_power_of_2 (uint64_t v)
+{
+  uint64_t p = 1;
+  while (p < v)
+    p <<= 1;
+  return p;
+}
+
+static inline uint64_t
+gm_round_down (uint64_t v, uint64_t align)
+{
+  return v - v % align;
+}
+
+static inline uint64_t
+gm_round_up (uint64_t v, uint64_t align)
+{
+  return gm_round_down (v + align - 1, align);
+}
+
+#endif /* GMBLOCK_SIZES_H */

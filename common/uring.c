@@ -1,0 +1,175 @@
+/* gmblock: io_uring helpers.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/uio.h>
+
+#include "uring.h"
+
+#ifndef IORING_SETUP_SINGLE_ISSUER
+#define IORING_SETUP_SINGLE_ISSUER (1U << 12)
+#endif
+#ifndef IORING_SETUP_DEFER_TASKRUN
+#define IORING_SETUP_DEFER_TASKRUN (1U << 13)
+#endif
+
+static unsigned
+setup_flags (unsigned want)
+{
+  unsigned f = 0;
+  if (want & GM_URING_SINGLE_ISSUER)
+    f |= IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN;
+  if (want & GM_URING_COOP_TASKRUN)
+    f |= IORING_SETUP_COOP_TASKRUN;
+  return f;
+}
+
+int
+gm_uring_init (struct gm_uring *u, unsigned entries, unsigned want)
+{
+  /* Try the full set first, then drop features one at a time: older
+   * kernels refuse flags they do not know with EINVAL.
+   */
+  static const unsigned drop[] = {
+    0, GM_URING_SINGLE_ISSUER, GM_URING_SINGLE_ISSUER | GM_URING_COOP_TASKRUN,
+  };
+  int r = -EINVAL;
+
+  memset (u, 0, sizeof *u);
+  for (size_t i = 0; i < sizeof drop / sizeof drop[0]; i++) {
+    unsigned w = want & ~drop[i];
+    r = io_uring_queue_init (entries, &u->ring, setup_flags (w));
+    if (r == 0) {
+      u->features = w & (GM_URING_SINGLE_ISSUER | GM_URING_COOP_TASKRUN);
+      break;
+    }
+    if (r != -EINVAL)
+      return r;
+  }
+  if (r != 0)
+    return r;
+  if ((want & GM_URING_REGISTER_FD) && io_uring_register_ring_fd (&u->ring) == 1)
+    u->features |= GM_URING_REGISTER_FD;
+  return 0;
+}
+
+void
+gm_uring_exit (struct gm_uring *u)
+{
+  io_uring_queue_exit (&u->ring);
+  u->fixed_base = NULL;
+}
+
+int
+gm_uring_register_buffer (struct gm_uring *u, void *base, size_t len)
+{
+  struct iovec iov = { .iov_base = base, .iov_len = len };
+  int r = io_uring_register_buffers (&u->ring, &iov, 1);
+  if (r == 0) {
+    u->fixed_base = base;
+    u->fixed_len = len;
+  }
+  return r;
+}
+
+const char *
+gm_uring_describe (const struct gm_uring *u, char *buf, size_t len)
+{
+  snprintf (buf, len, "%s%s%s%s",
+            u->fixed_base ? "fixed buffers" : "plain buffers",
+            u->features & GM_URING_SINGLE_ISSUER ? ", defer-taskrun" : "",
+            u->features & GM_URING_COOP_TASKRUN ? ", coop-taskrun" : "",
+            u->features & GM_URING_REGISTER_FD ? ", registered ring fd" : "");
+  return buf;
+}
+
+/* Submit what is queued and wait for one completion; return its res. */
+static int
+submit_and_reap (struct gm_uring *u)
+{
+  struct io_uring_cqe *cqe;
+  int r, res;
+
+  do
+    r = io_uring_submit_and_wait (&u->ring, 1);
+  while (r == -EINTR);
+  if (r < 0)
+    return r;
+  do
+    r = io_uring_wait_cqe (&u->ring, &cqe);
+  while (r == -EINTR);
+  if (r < 0)
+    return r;
+  res = cqe->res;
+  io_uring_cqe_seen (&u->ring, cqe);
+  return res;
+}
+
+static struct io_uring_sqe *
+get_sqe (struct gm_uring *u)
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe (&u->ring);
+  if (sqe == NULL) {
+    /* Only possible if a previous submit failed half-way. */
+    io_uring_submit (&u->ring);
+    sqe = io_uring_get_sqe (&u->ring);
+  }
+  return sqe;
+}
+
+ssize_t
+gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
+             void *buf, size_t len, uint64_t off, int rw_flags)
+{
+  char *p = buf;
+  size_t done = 0;
+  bool fixed = u->fixed_base && p >= u->fixed_base &&
+    p + len <= u->fixed_base + u->fixed_len;
+
+  while (done < len) {
+    struct io_uring_sqe *sqe = get_sqe (u);
+    int res;
+
+    if (sqe == NULL)
+      return -EBUSY;
+    if (fixed && op == GM_READ)
+      io_uring_prep_read_fixed (sqe, fd, p + done, len - done, off + done, 0);
+    else if (fixed)
+      io_uring_prep_write_fixed (sqe, fd, p + done, len - done, off + done, 0);
+    else if (op == GM_READ)
+      io_uring_prep_read (sqe, fd, p + done, len - done, off + done);
+    else
+      io_uring_prep_write (sqe, fd, p + done, len - done, off + done);
+    sqe->rw_flags = rw_flags;
+
+    res = submit_and_reap (u);
+    if (res == -EINTR || res == -EAGAIN)
+      continue;
+    if (res < 0)
+      return res;
+    if (res == 0) {
+      if (op == GM_READ)
+        break;                  /* end of file */
+      return -EIO;              /* a write that makes no progress */
+    }
+    done += res;
+  }
+  return done;
+}
+
+int
+gm_uring_fsync (struct gm_uring *u, int fd, bool datasync)
+{
+  struct io_uring_sqe *sqe = get_sqe (u);
+  int r;
+
+  if (sqe == NULL)
+    return -EBUSY;
+  io_uring_prep_fsync (sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+  do
+    r = submit_and_reap (u);
+  while (r == -EINTR);
+  return r < 0 ? r : 0;
+}

@@ -1,0 +1,53 @@
+/* gmblock: io_uring helpers: ring set-up with graceful fallbacks and
+ * synchronous submit-and-wait of one operation.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef GMBLOCK_URING_H
+#define GMBLOCK_URING_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <liburing.h>
+
+/* What the caller would like; the helper drops what the kernel refuses. */
+#define GM_URING_SINGLE_ISSUER  1u  /* SINGLE_ISSUER + DEFER_TASKRUN */
+#define GM_URING_COOP_TASKRUN   2u
+#define GM_URING_REGISTER_FD    4u  /* register the ring fd */
+
+struct gm_uring {
+  struct io_uring ring;
+  unsigned features;            /* GM_URING_* actually in effect */
+  char *fixed_base;             /* registered buffer 0, or NULL */
+  size_t fixed_len;
+};
+
+/* Returns 0 or -errno. */
+int gm_uring_init (struct gm_uring *u, unsigned entries, unsigned want);
+void gm_uring_exit (struct gm_uring *u);
+
+/* Register [base, base+len) as fixed buffer 0.  Returns 0 or -errno
+ * (typically -ENOMEM when RLIMIT_MEMLOCK is too small); the ring keeps
+ * working with plain buffers after a failure.
+ */
+int gm_uring_register_buffer (struct gm_uring *u, void *base, size_t len);
+
+/* Human-readable description of u->features, for logs. */
+const char *gm_uring_describe (const struct gm_uring *u, char *buf, size_t len);
+
+enum gm_rw { GM_READ, GM_WRITE };
+
+/* Transfer len bytes at off, waiting for completion.  Uses the fixed
+ * buffer when buf lies inside it.  Short transfers are continued; a
+ * read stops early only at end of file.  Returns bytes transferred or
+ * -errno.  rw_flags are preadv2/pwritev2 flags (RWF_DSYNC for FUA).
+ */
+ssize_t gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
+                     void *buf, size_t len, uint64_t off, int rw_flags);
+
+/* fsync or fdatasync through the ring.  Returns 0 or -errno. */
+int gm_uring_fsync (struct gm_uring *u, int fd, bool datasync);
+
+#endif /* GMBLOCK_URING_H */

@@ -1,0 +1,97 @@
+/* gmblock plugin: options.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "gmblock.h"
+#include "sizes.h"
+
+#define POOL_MIN (1024 * 1024)
+#define POOL_MAX (1024 * 1024 * 1024)   /* io_uring's limit for one fixed buffer */
+
+static bool pool_size_set;
+
+int
+gm_config (const char *key, const char *value)
+{
+  const char *why;
+  int b;
+
+  if (strcmp (key, "file") == 0) {
+    free (gm.file);
+    if (*value == '\0') {
+      nbdkit_error (GM_NAME ": file= is empty: expected the path of a file "
+                    "or block device");
+      return -1;
+    }
+    /* Absolute now: in daemon mode nbdkit changes to / later. */
+    gm.file = realpath (value, NULL);
+    if (gm.file == NULL) {
+      nbdkit_error (GM_NAME ": file=%s: %m", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "direct") == 0) {
+    if ((b = nbdkit_parse_bool (value)) == -1)
+      return -1;
+    gm.direct = b;
+  }
+  else if (strcmp (key, "pool-size") == 0) {
+    if (gm_parse_size (value, &gm.pool_size, &why) == -1) {
+      nbdkit_error (GM_NAME ": pool-size=%s: %s (expected a size such as "
+                    "64M, from 1M to 1G)", value, why);
+      return -1;
+    }
+    if (gm.pool_size < POOL_MIN || gm.pool_size > POOL_MAX) {
+      nbdkit_error (GM_NAME ": pool-size=%s is out of range: accepted "
+                    "from 1M to 1G", value);
+      return -1;
+    }
+    pool_size_set = true;
+  }
+  else if (strcmp (key, "hugepages") == 0) {
+    if (gm_huge_mode_parse (value, &gm.hugepages) == -1) {
+      nbdkit_error (GM_NAME ": hugepages=%s: expected auto, on or off", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "discard") == 0) {
+    if (strcmp (value, "unmap") == 0)
+      gm.discard = GM_DISCARD_UNMAP;
+    else if (strcmp (value, "ignore") == 0)
+      gm.discard = GM_DISCARD_IGNORE;
+    else {
+      nbdkit_error (GM_NAME ": discard=%s: expected unmap or ignore", value);
+      return -1;
+    }
+  }
+  else if (strcmp (key, "stats") == 0) {
+    free (gm.stats_file);
+    /* Absolute now: in daemon mode nbdkit changes to / before we write. */
+    gm.stats_file = nbdkit_absolute_path (value);
+    if (gm.stats_file == NULL)
+      return -1;
+  }
+  else {
+    nbdkit_error (GM_NAME ": unknown parameter '%s' (accepted: file, direct, "
+                  "pool-size, hugepages, discard, stats)", key);
+    return -1;
+  }
+  return 0;
+}
+
+int
+gm_config_complete (void)
+{
+  if (gm.file == NULL) {
+    nbdkit_error (GM_NAME ": file=PATH is required: the file or block "
+                  "device to serve");
+    return -1;
+  }
+  if (pool_size_set && !gm.direct)
+    nbdkit_debug (GM_NAME ": pool-size is not used with direct=false");
+  return 0;
+}

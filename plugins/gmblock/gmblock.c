@@ -1,0 +1,327 @@
+/* gmblock plugin: an io_uring, O_DIRECT NBD server for files and block
+ * devices.  This file holds the life cycle and what clients negotiate.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include "gmblock.h"
+#include "sizes.h"
+
+#define DEFAULT_POOL (32u * 1024 * 1024)
+#define BATCH_MAX (8u * 1024 * 1024)
+
+struct gmblock gm = {
+  .direct = true,
+  .pool_size = DEFAULT_POOL,
+  .hugepages = GM_HUGE_AUTO,
+  .discard = GM_DISCARD_UNMAP,
+  .fd = -1,
+  .fd_buffered = -1,
+};
+
+static void
+warn (const char *fmt, const char *a, const char *b)
+{
+  fprintf (stderr, "nbdkit: " GM_NAME ": warning: ");
+  fprintf (stderr, fmt, a, b);
+  fputc ('\n', stderr);
+}
+
+static int
+open_file (void)
+{
+  int base = O_CLOEXEC | (gm.direct ? O_DIRECT : 0);
+
+  gm.fd = open (gm.file, O_RDWR | base);
+  gm.writable = gm.fd >= 0;
+  if (gm.fd == -1 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
+    char why[64];
+    snprintf (why, sizeof why, "%s", strerror (errno));
+    gm.fd = open (gm.file, O_RDONLY | base);
+    if (gm.fd >= 0)
+      warn ("%s is not writable (%s): serving it read-only", gm.file, why);
+  }
+  if (gm.fd == -1 && errno == EINVAL && gm.direct) {
+    nbdkit_error (GM_NAME ": %s: the filesystem refuses O_DIRECT (open: %m); "
+                  "use direct=false to serve it through the page cache",
+                  gm.file);
+    return -1;
+  }
+  if (gm.fd == -1) {
+    nbdkit_error (GM_NAME ": open: %s: %m", gm.file);
+    return -1;
+  }
+  return 0;
+}
+
+/* Work out alignment and sizes from the geometry. */
+static int
+setup_alignment (void)
+{
+  if (!gm.direct) {
+    gm.align = gm.mem_align = 1;
+    gm.direct_end = gm.size;
+    return 0;
+  }
+  if (gm.geo.dio_known && gm.geo.dio_offset_align == 0) {
+    nbdkit_error (GM_NAME ": %s: the filesystem does not support O_DIRECT; "
+                  "use direct=false to serve it through the page cache",
+                  gm.file);
+    return -1;
+  }
+  gm.align = gm.geo.dio_known ? gm.geo.dio_offset_align : gm.geo.logical_block;
+  gm.mem_align = gm.geo.dio_known ? gm.geo.dio_mem_align : 512;
+  if (gm.align == 0)
+    gm.align = 512;
+  if (gm.mem_align == 0)
+    gm.mem_align = 1;
+  if (!gm_is_power_of_2 (gm.align) || gm.align > 64 * 1024 ||
+      gm.mem_align > GM_POOL_UNIT) {
+    nbdkit_error (GM_NAME ": %s: unsupported O_DIRECT alignment (offset %u, "
+                  "memory %u); use direct=false", gm.file, gm.align,
+                  gm.mem_align);
+    return -1;
+  }
+  gm.direct_end = gm_round_down (gm.size, gm.align);
+  if (gm.direct_end < gm.size && gm.writable) {
+    gm.fd_buffered = open (gm.file, O_RDWR | O_CLOEXEC);
+    if (gm.fd_buffered == -1) {
+      nbdkit_error (GM_NAME ": open (for the partial last block): %s: %m",
+                    gm.file);
+      return -1;
+    }
+  }
+  gm.batch_max = gm_round_down (gm.pool_size / 4 < BATCH_MAX ?
+                                gm.pool_size / 4 : BATCH_MAX, gm.align);
+  return 0;
+}
+
+/* Can the pool be registered with io_uring?  Try once with a scratch
+ * ring so the outcome is reported now, where the user sees it.
+ */
+static void
+probe_fixed_buffers (void)
+{
+  struct gm_uring u;
+  struct rlimit rl;
+  char lim[32] = "unlimited", size[32];
+  int r;
+
+  if (gm_uring_init (&u, 4, 0) < 0)
+    return;
+  r = gm_uring_register_buffer (&u, gm.pool->mem.addr, gm.pool->mem.len);
+  gm_uring_exit (&u);
+  gm.fixed_ok = r == 0;
+  if (r == 0)
+    return;
+  if (getrlimit (RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    gm_format_size (rl.rlim_cur, lim, sizeof lim);
+  gm_format_size (gm.pool->mem.len, size, sizeof size);
+  fprintf (stderr, "nbdkit: " GM_NAME ": warning: cannot register the %s "
+           "buffer pool with io_uring (%s; RLIMIT_MEMLOCK is %s): using "
+           "plain buffers, which costs a little CPU per request; raise the "
+           "memlock limit, run as root or lower pool-size to avoid this\n",
+           size, strerror (-r), lim);
+}
+
+static int
+gm_get_ready (void)
+{
+  char err[256], size[32];
+
+  if (open_file () == -1)
+    return -1;
+  if (gm_geometry_probe (gm.fd, &gm.geo, err, sizeof err) == -1) {
+    nbdkit_error (GM_NAME ": %s: %s", gm.file, err);
+    return -1;
+  }
+  gm.size = gm.geo.size;
+  if (setup_alignment () == -1)
+    return -1;
+  gm_rangelock_init (&gm.locks);
+  if (gm_engine_init () == -1)
+    return -1;
+
+  if (gm.direct) {
+    gm.pool = gm_pool_create (gm.pool_size, gm.hugepages, err, sizeof err);
+    if (gm.pool == NULL) {
+      nbdkit_error (GM_NAME ": pool-size=%s: %s",
+                    gm_format_size (gm.pool_size, size, sizeof size), err);
+      return -1;
+    }
+    probe_fixed_buffers ();
+  }
+
+  nbdkit_debug (GM_NAME ": %s: %s, %" PRIu64 " bytes, logical block %u, "
+                "io_min %u, io_opt %u, dio align offset %u memory %u, "
+                "rotational %d, %s, %s",
+                gm.file, gm.geo.is_block ? "block device" : "regular file",
+                gm.size, gm.geo.logical_block, gm.geo.io_min, gm.geo.io_opt,
+                gm.align, gm.mem_align, gm.geo.rotational,
+                gm.direct ? "O_DIRECT" : "page cache",
+                gm.writable ? "read-write" : "read-only");
+  if (gm.pool)
+    nbdkit_debug (GM_NAME ": pool %s in %s, %s, batches up to %zu bytes",
+                  gm_format_size (gm.pool->mem.len, size, sizeof size),
+                  gm.pool->mem.backing,
+                  gm.fixed_ok ? "registered as fixed buffers" : "plain buffers",
+                  gm.batch_max);
+  return 0;
+}
+
+static void
+gm_unload (void)
+{
+  if (gm.fd >= 0)
+    gm_stats_report ();
+  gm_engine_cleanup ();
+  gm_pool_destroy (gm.pool);
+  if (gm.fd >= 0) {
+    gm_rangelock_destroy (&gm.locks);
+    close (gm.fd);
+  }
+  if (gm.fd_buffered >= 0)
+    close (gm.fd_buffered);
+  free (gm.file);
+  free (gm.stats_file);
+}
+
+static void *
+gm_open (int readonly)
+{
+  return &gm;                   /* all state is shared by connections */
+}
+
+static int64_t
+gm_get_size (void *handle)
+{
+  return gm.size;
+}
+
+static int
+gm_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+               uint32_t *maximum)
+{
+  uint64_t pref = 4096;
+
+  /* The minimum is what O_DIRECT needs; we handle anything smaller
+   * correctly (by read-modify-write), so when the export size is not a
+   * multiple of it we advertise 1 rather than a size clients reject.
+   */
+  *minimum = gm.size % gm.align == 0 ? gm.align : 1;
+  if (gm.geo.io_min > pref)
+    pref = gm.geo.io_min;
+  if (gm.align > pref)
+    pref = gm.align;
+  pref = gm_next_power_of_2 (pref);
+  if (pref > GM_MAX_REQUEST)
+    pref = GM_MAX_REQUEST;
+  *preferred = pref;
+  *maximum = GM_MAX_REQUEST;
+  return 0;
+}
+
+static int
+gm_can_write (void *handle)
+{
+  return gm.writable;
+}
+
+static int
+gm_can_flush (void *handle)
+{
+  return 1;
+}
+
+static int
+gm_is_rotational (void *handle)
+{
+  return gm.geo.rotational == 1;
+}
+
+static int
+gm_can_trim (void *handle)
+{
+  return gm.writable;
+}
+
+static int
+gm_can_zero (void *handle)
+{
+  return gm.writable;
+}
+
+static int
+gm_can_fast_zero (void *handle)
+{
+  return 1;
+}
+
+static int
+gm_can_fua (void *handle)
+{
+  return NBDKIT_FUA_NATIVE;
+}
+
+static int
+gm_can_multi_conn (void *handle)
+{
+  /* One descriptor, no per-connection state: a flush covers all. */
+  return 1;
+}
+
+static int
+gm_can_extents (void *handle)
+{
+  return 1;
+}
+
+static int
+gm_can_cache (void *handle)
+{
+  return gm.direct ? NBDKIT_CACHE_NONE : NBDKIT_CACHE_NATIVE;
+}
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+static struct nbdkit_plugin plugin = {
+  .name = GM_NAME,
+  .longname = "gmblock io_uring O_DIRECT block server",
+  .version = "0.1",
+  .description = "Serve a file or block device with io_uring and O_DIRECT.",
+  .unload = gm_unload,
+  .config = gm_config,
+  .config_complete = gm_config_complete,
+  .config_help = GM_CONFIG_HELP,
+  .magic_config_key = "file",
+  .get_ready = gm_get_ready,
+  .open = gm_open,
+  .get_size = gm_get_size,
+  .block_size = gm_block_size,
+  .can_write = gm_can_write,
+  .can_flush = gm_can_flush,
+  .is_rotational = gm_is_rotational,
+  .can_trim = gm_can_trim,
+  .can_zero = gm_can_zero,
+  .can_fast_zero = gm_can_fast_zero,
+  .can_fua = gm_can_fua,
+  .can_multi_conn = gm_can_multi_conn,
+  .can_extents = gm_can_extents,
+  .can_cache = gm_can_cache,
+  .pread = gm_pread,
+  .pwrite = gm_pwrite,
+  .flush = gm_flush,
+  .trim = gm_trim,
+  .zero = gm_zero,
+  .extents = gm_extents,
+  .cache = gm_cache,
+  .errno_is_preserved = 0,
+};
+
+NBDKIT_REGISTER_PLUGIN (plugin)

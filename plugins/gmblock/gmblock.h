@@ -1,0 +1,102 @@
+/* gmblock plugin: state shared by the plugin's files.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#ifndef GMBLOCK_PLUGIN_H
+#define GMBLOCK_PLUGIN_H
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "counters.h"
+#include "geometry.h"
+#include "hugemem.h"
+#include "pool.h"
+#include "rangelock.h"
+#include "uring.h"
+
+#define GM_NAME "gmblock"
+#define GM_MAX_REQUEST (32u * 1024 * 1024)  /* advertised maximum */
+
+enum gm_discard { GM_DISCARD_UNMAP, GM_DISCARD_IGNORE };
+
+struct gmblock {
+  /* Options (config.c). */
+  char *file;
+  bool direct;
+  uint64_t pool_size;
+  enum gm_huge_mode hugepages;
+  enum gm_discard discard;
+  char *stats_file;
+
+  /* The open export (gmblock.c). */
+  int fd;                       /* O_DIRECT unless direct=false */
+  int fd_buffered;              /* for the partial block at the end of a file */
+  bool writable;
+  struct gm_geometry geo;
+  uint64_t size;
+  uint32_t align;               /* offset/length alignment of fd (1 if buffered) */
+  uint32_t mem_align;           /* buffer address alignment of fd */
+  uint64_t direct_end;          /* size rounded down to align */
+  size_t batch_max;             /* largest pool buffer one request takes */
+  struct gm_pool *pool;         /* NULL when direct=false */
+  bool fixed_ok;                /* registering the pool with rings works */
+  struct gm_rangelock locks;    /* serialises writes to the same blocks */
+};
+
+extern struct gmblock gm;
+
+/* config.c */
+int gm_config (const char *key, const char *value);
+int gm_config_complete (void);
+#define GM_CONFIG_HELP \
+  "file=<PATH>       (required) The file or block device to serve.\n" \
+  "direct=true|false O_DIRECT through io_uring (default) or page cache.\n" \
+  "pool-size=<SIZE>  I/O buffer pool shared by all connections (default 32M).\n" \
+  "hugepages=auto|on|off  Back the pool with hugepages (default auto).\n" \
+  "discard=unmap|ignore   What trim does (default unmap).\n" \
+  "stats=<FILE>      Write counters to FILE at exit."
+
+/* engine.c: the calling thread's ring. */
+int gm_engine_init (void);
+void gm_engine_cleanup (void);
+struct gm_uring *gm_ring (void);
+
+/* io.c */
+int gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+              uint32_t flags);
+int gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+               uint32_t flags);
+/* Write zeros to a range smaller than one aligned block, or anywhere. */
+int gm_write_zeros (uint64_t offset, uint64_t count, int rw_flags);
+
+/* ops.c */
+int gm_flush (void *handle, uint32_t flags);
+int gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
+int gm_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
+int gm_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+                struct nbdkit_extents *extents);
+int gm_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
+
+/* stats.c */
+enum gm_stat {
+  ST_READS, ST_READ_BYTES, ST_WRITES, ST_WRITE_BYTES, ST_FUA_WRITES,
+  ST_FLUSHES, ST_TRIMS, ST_TRIM_BYTES, ST_ZEROS, ST_ZERO_BYTES,
+  ST_FAST_ZERO_REFUSED, ST_EXTENTS, ST_CACHES, ST_CACHE_BYTES,
+  ST_DMA_POOL_BYTES, ST_DMA_CLIENT_BYTES, ST_BUFFERED_BYTES,
+  ST_MEMCPY_READ_BYTES, ST_MEMCPY_WRITE_BYTES, ST_RMW_BYTES,
+  ST_WIDEN_BYTES, ST_SERVED_BYTES, ST_ERRORS,
+  ST_COUNT
+};
+extern struct gm_counter gm_stats[ST_COUNT];
+#define COUNT(which, n) gm_count (&gm_stats[which], (n))
+void gm_stats_report (void);
+
+/* Report an I/O error the way every callback does: module, operation,
+ * offset and the error text; errno is set for the client.
+ */
+void gm_io_error (const char *op, uint64_t offset, uint64_t count, int err);
+
+#endif /* GMBLOCK_PLUGIN_H */

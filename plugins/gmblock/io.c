@@ -1,0 +1,259 @@
+/* gmblock plugin: reads and writes.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Direct mode: the file is open with O_DIRECT, so every transfer must
+ * start and end on gm.align and use a buffer aligned to gm.mem_align.
+ * nbdkit's buffer is malloc'd (never page-aligned), so data normally
+ * lands by DMA in a pool buffer and is copied once into nbdkit's
+ * buffer.  Requests that do not start or end on a block are widened
+ * (reads) or done as read-modify-write (writes).  Writes hold an
+ * exclusive range lock on the blocks they touch so that two
+ * read-modify-writes of one block cannot lose each other's bytes;
+ * reads need no lock because a block is only ever written whole.
+ *
+ * A file whose size is not a multiple of the block size has a partial
+ * last block: O_DIRECT reads of it are fine (the kernel stops at end of
+ * file), but an O_DIRECT write would extend the file, so bytes past
+ * gm.direct_end are written through a second, buffered descriptor.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gmblock.h"
+#include "sizes.h"
+
+void
+gm_io_error (const char *op, uint64_t offset, uint64_t count, int err)
+{
+  COUNT (ST_ERRORS, 1);
+  errno = err;
+  nbdkit_error (GM_NAME ": %s: %s at offset %" PRIu64 " length %" PRIu64
+                ": %m", gm.file, op, offset, count);
+  nbdkit_set_error (err);
+}
+
+static inline bool
+is_aligned (uint64_t v)
+{
+  return v % gm.align == 0;
+}
+
+static inline bool
+buf_aligned (const void *buf)
+{
+  return (uintptr_t) buf % gm.mem_align == 0;
+}
+
+/* Transfer through this thread's ring; returns bytes or -errno. */
+static ssize_t
+ring_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off, int rwf)
+{
+  struct gm_uring *u = gm_ring ();
+  if (u == NULL)
+    return -ENOMEM;
+  return gm_uring_rw (u, op, fd, buf, len, off, rwf);
+}
+
+/* Read exactly len bytes or fail; short reads inside the export mean
+ * the file shrank underneath us.
+ */
+static int
+read_full (int fd, void *buf, size_t len, uint64_t off, size_t need)
+{
+  ssize_t r = ring_rw (GM_READ, fd, buf, len, off, 0);
+  if (r < 0)
+    return -r;
+  if ((size_t) r < need)
+    return EIO;
+  return 0;
+}
+
+/* Direct-mode read of [offset, offset+count) into buf. */
+static int
+direct_read (char *buf, uint32_t count, uint64_t offset)
+{
+  uint64_t end = offset + count;
+  uint64_t lo = gm_round_down (offset, gm.align);
+  uint64_t hi = gm_round_up (end, gm.align);
+  int err;
+
+  if (lo == offset && hi == end && buf_aligned (buf)) {
+    /* The rare lucky case: DMA straight into nbdkit's buffer. */
+    if ((err = read_full (gm.fd, buf, count, offset, count)) != 0)
+      return err;
+    COUNT (ST_DMA_CLIENT_BYTES, count);
+    return 0;
+  }
+
+  for (uint64_t wl = lo; wl < hi; ) {
+    uint64_t wh = hi - wl > gm.batch_max ? wl + gm.batch_max : hi;
+    uint64_t from = offset > wl ? offset : wl;
+    uint64_t to = end < wh ? end : wh;
+    char *b = gm_pool_get (gm.pool, wh - wl);
+
+    /* At the end of a file the kernel returns fewer bytes; only what
+     * the client asked for has to be there.
+     */
+    err = read_full (gm.fd, b, wh - wl, wl, to - wl);
+    if (err == 0) {
+      memcpy (buf + (from - offset), b + (from - wl), to - from);
+      COUNT (ST_DMA_POOL_BYTES, wh - wl);
+      COUNT (ST_MEMCPY_READ_BYTES, to - from);
+      COUNT (ST_WIDEN_BYTES, (wh - wl) - (to - from));
+    }
+    gm_pool_put (gm.pool, b, wh - wl);
+    if (err)
+      return err;
+    wl = wh;
+  }
+  return 0;
+}
+
+int
+gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+          uint32_t flags)
+{
+  int err;
+
+  COUNT (ST_READS, 1);
+  COUNT (ST_READ_BYTES, count);
+  if (gm.direct)
+    err = direct_read (buf, count, offset);
+  else {
+    err = read_full (gm.fd, buf, count, offset, count);
+    if (err == 0)
+      COUNT (ST_BUFFERED_BYTES, count);
+  }
+  if (err) {
+    gm_io_error ("pread", offset, count, err);
+    return -1;
+  }
+  COUNT (ST_SERVED_BYTES, count);
+  return 0;
+}
+
+/* Write all of buf or fail. */
+static int
+write_full (int fd, const void *buf, size_t len, uint64_t off, int rwf)
+{
+  ssize_t r = ring_rw (GM_WRITE, fd, (void *) buf, len, off, rwf);
+  if (r < 0)
+    return -r;
+  return (size_t) r == len ? 0 : EIO;
+}
+
+/* Direct-mode write of [offset, offset+count) below gm.direct_end.
+ * The caller holds the exclusive range lock on the covering blocks.
+ */
+static int
+direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
+{
+  uint64_t end = offset + count;
+  uint64_t lo = gm_round_down (offset, gm.align);
+  uint64_t hi = gm_round_up (end, gm.align);
+  int err = 0;
+
+  if (lo == offset && hi == end && buf_aligned (buf)) {
+    if ((err = write_full (gm.fd, buf, count, offset, rwf)) == 0)
+      COUNT (ST_DMA_CLIENT_BYTES, count);
+    return err;
+  }
+
+  for (uint64_t wl = lo; wl < hi && err == 0; ) {
+    uint64_t wh = hi - wl > gm.batch_max ? wl + gm.batch_max : hi;
+    uint64_t from = offset > wl ? offset : wl;
+    uint64_t to = end < wh ? end : wh;
+    char *b = gm_pool_get (gm.pool, wh - wl);
+
+    /* Partial first or last block: fetch its old contents first. */
+    if (from > wl) {
+      err = read_full (gm.fd, b, gm.align, wl, gm.align);
+      COUNT (ST_RMW_BYTES, gm.align);
+    }
+    if (err == 0 && to < wh && (wh - gm.align > wl || from == wl)) {
+      err = read_full (gm.fd, b + (wh - gm.align - wl), gm.align,
+                       wh - gm.align, gm.align);
+      COUNT (ST_RMW_BYTES, gm.align);
+    }
+    if (err == 0) {
+      memcpy (b + (from - wl), buf + (from - offset), to - from);
+      COUNT (ST_MEMCPY_WRITE_BYTES, to - from);
+      err = write_full (gm.fd, b, wh - wl, wl, rwf);
+      COUNT (ST_DMA_POOL_BYTES, wh - wl);
+    }
+    gm_pool_put (gm.pool, b, wh - wl);
+    wl = wh;
+  }
+  return err;
+}
+
+/* Write [offset, offset+count) from buf in whatever way the mode and
+ * the region need.  Returns 0 or an errno.
+ */
+static int
+write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
+{
+  uint64_t end = offset + count;
+  uint64_t split = end < gm.direct_end ? end : gm.direct_end;
+  struct gm_range r;
+  int err = 0;
+
+  if (!gm.direct) {
+    err = write_full (gm.fd, buf, count, offset, rwf);
+    if (err == 0)
+      COUNT (ST_BUFFERED_BYTES, count);
+    return err;
+  }
+
+  gm_range_lock (&gm.locks, &r, gm_round_down (offset, gm.align),
+                 gm_round_up (end, gm.align), true);
+  if (offset < split)
+    err = direct_write (buf, split - offset, offset, rwf);
+  if (err == 0 && end > split) {
+    /* The partial last block of a file. */
+    uint64_t from = offset > split ? offset : split;
+    err = write_full (gm.fd_buffered, buf + (from - offset), end - from,
+                      from, rwf);
+    if (err == 0)
+      COUNT (ST_BUFFERED_BYTES, end - from);
+  }
+  gm_range_unlock (&gm.locks, &r);
+  return err;
+}
+
+int
+gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+           uint32_t flags)
+{
+  int rwf = flags & NBDKIT_FLAG_FUA ? RWF_DSYNC : 0;
+  int err;
+
+  COUNT (ST_WRITES, 1);
+  COUNT (ST_WRITE_BYTES, count);
+  if (rwf)
+    COUNT (ST_FUA_WRITES, 1);
+  err = write_range (buf, count, offset, rwf);
+  if (err) {
+    gm_io_error ("pwrite", offset, count, err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Zeros for the unaligned edges of zero requests on block devices. */
+static const char zero_block[64 * 1024];
+
+int
+gm_write_zeros (uint64_t offset, uint64_t count, int rwf)
+{
+  while (count > 0) {
+    uint64_t n = count < sizeof zero_block ? count : sizeof zero_block;
+    int err = write_range (zero_block, n, offset, rwf);
+    if (err)
+      return err;
+    offset += n;
+    count -= n;
+  }
+  return 0;
+}

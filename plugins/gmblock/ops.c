@@ -1,0 +1,248 @@
+/* gmblock plugin: flush, trim, zero, extents, cache.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <unistd.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+
+#include "gmblock.h"
+#include "sizes.h"
+
+static int
+datasync (void)
+{
+  struct gm_uring *u = gm_ring ();
+  int r;
+
+  if (u == NULL)
+    return ENOMEM;
+  r = gm_uring_fsync (u, gm.fd, true);
+  return r < 0 ? -r : 0;
+}
+
+int
+gm_flush (void *handle, uint32_t flags)
+{
+  int err;
+
+  COUNT (ST_FLUSHES, 1);
+  if ((err = datasync ()) != 0) {
+    gm_io_error ("flush", 0, gm.size, err);
+    return -1;
+  }
+  return 0;
+}
+
+/* fallocate under an exclusive lock of the blocks it touches, so it
+ * cannot interleave with a read-modify-write of the same block.
+ */
+static int
+locked_fallocate (int mode, uint64_t offset, uint64_t count)
+{
+  struct gm_range r;
+  int err = 0;
+
+  gm_range_lock (&gm.locks, &r, gm_round_down (offset, gm.align),
+                 gm_round_up (offset + count, gm.align), true);
+  if (fallocate (gm.fd, mode, offset, count) == -1)
+    err = errno;
+  gm_range_unlock (&gm.locks, &r);
+  return err;
+}
+
+static int
+discard_device (uint64_t offset, uint64_t count)
+{
+  uint64_t range[2] = { offset, count };
+  struct gm_range r;
+  int err = 0;
+
+  gm_range_lock (&gm.locks, &r, offset, offset + count, true);
+  if (ioctl (gm.fd, BLKDISCARD, range) == -1)
+    err = errno;
+  gm_range_unlock (&gm.locks, &r);
+  return err;
+}
+
+int
+gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  int err = 0;
+
+  COUNT (ST_TRIMS, 1);
+  COUNT (ST_TRIM_BYTES, count);
+  if (gm.discard == GM_DISCARD_IGNORE)
+    return 0;
+
+  if (!gm.geo.is_block)
+    err = locked_fallocate (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                            offset, count);
+  else {
+    /* A device can only discard whole blocks; trim is advisory, so the
+     * partial blocks at the edges are simply left alone.
+     */
+    uint64_t lo = gm_round_up (offset, gm.geo.logical_block);
+    uint64_t hi = gm_round_down (offset + count, gm.geo.logical_block);
+    if (lo < hi && gm.geo.discard_max > 0)
+      err = discard_device (lo, hi - lo);
+  }
+  /* A medium that cannot discard is not an error for an advisory trim. */
+  if (err == EOPNOTSUPP || err == ENOTTY || err == ENODEV)
+    err = 0;
+  if (err == 0 && (flags & NBDKIT_FLAG_FUA))
+    err = datasync ();
+  if (err) {
+    gm_io_error ("trim", offset, count, err);
+    return -1;
+  }
+  return 0;
+}
+
+/* The fast ways to zero, most preferred first.  Returns 0, or an errno
+ * (EOPNOTSUPP when the medium has no fast way).
+ */
+static int
+zero_fast (uint64_t offset, uint64_t count, bool may_trim, bool must_be_fast)
+{
+  int err = EOPNOTSUPP;
+
+  /* On a device without a write-zeroes offload, ZERO_RANGE quietly
+   * writes zeros itself: correct but not fast.
+   */
+  bool zero_range_fast = !gm.geo.is_block || gm.geo.write_zeroes_max > 0;
+
+  if (may_trim && gm.discard == GM_DISCARD_UNMAP) {
+    /* On a block device PUNCH_HOLE means "zero by unmapping, never by
+     * writing", so it is fast whenever it succeeds.
+     */
+    err = locked_fallocate (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                            offset, count);
+    if (err == 0)
+      return 0;
+  }
+  if (zero_range_fast || !must_be_fast)
+    err = locked_fallocate (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                            offset, count);
+  if (err == EOPNOTSUPP || err == ENODEV || err == EINVAL || err == ENOTTY)
+    err = EOPNOTSUPP;
+  return err;
+}
+
+int
+gm_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  bool may_trim = flags & NBDKIT_FLAG_MAY_TRIM;
+  bool fast = flags & NBDKIT_FLAG_FAST_ZERO;
+  int rwf = flags & NBDKIT_FLAG_FUA ? RWF_DSYNC : 0;
+  uint64_t end = offset + count, lo = offset, hi = end;
+  int err = 0;
+
+  COUNT (ST_ZEROS, 1);
+  COUNT (ST_ZERO_BYTES, count);
+
+  if (gm.geo.is_block) {
+    /* Devices zero whole logical blocks only; the edges are written. */
+    lo = gm_round_up (offset, gm.geo.logical_block);
+    hi = gm_round_down (end, gm.geo.logical_block);
+    if (lo >= hi)
+      lo = hi = end;
+  }
+  if (lo < hi)
+    err = zero_fast (lo, hi - lo, may_trim, fast);
+
+  if (err == EOPNOTSUPP) {
+    if (fast) {
+      COUNT (ST_FAST_ZERO_REFUSED, 1);
+      nbdkit_debug (GM_NAME ": fast zero refused at offset %" PRIu64
+                    ": no fast zeroing on this medium", offset);
+      nbdkit_set_error (ENOTSUP);
+      return -1;
+    }
+    /* nbdkit falls back to writing zeros itself. */
+    nbdkit_set_error (EOPNOTSUPP);
+    return -1;
+  }
+  if (err == 0 && offset < lo)
+    err = gm_write_zeros (offset, lo - offset, rwf);
+  if (err == 0 && hi < end)
+    err = gm_write_zeros (hi, end - hi, rwf);
+  if (err == 0 && rwf)
+    err = datasync ();
+  if (err) {
+    gm_io_error ("zero", offset, count, err);
+    return -1;
+  }
+  return 0;
+}
+
+int
+gm_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+            struct nbdkit_extents *extents)
+{
+  uint64_t end = offset + count;
+  bool req_one = flags & NBDKIT_FLAG_REQ_ONE;
+
+  COUNT (ST_EXTENTS, 1);
+  if (gm.geo.is_block)
+    return nbdkit_add_extent (extents, offset, count, 0);
+
+  while (offset < end) {
+    off_t data = lseek (gm.fd, offset, SEEK_DATA);
+    off_t hole;
+
+    if (data == -1 && errno == ENXIO)
+      data = end;               /* only a hole until end of file */
+    else if (data == -1) {
+      gm_io_error ("lseek SEEK_DATA", offset, count, errno);
+      return -1;
+    }
+    if ((uint64_t) data > end)
+      data = end;
+    if ((uint64_t) data > offset) {
+      if (nbdkit_add_extent (extents, offset, data - offset,
+                             NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO) == -1)
+        return -1;
+      if (req_one)
+        return 0;
+      offset = data;
+      if (offset >= end)
+        break;
+    }
+    hole = lseek (gm.fd, offset, SEEK_HOLE);
+    if (hole == -1) {
+      gm_io_error ("lseek SEEK_HOLE", offset, count, errno);
+      return -1;
+    }
+    if ((uint64_t) hole > end)
+      hole = end;
+    if (nbdkit_add_extent (extents, offset, hole - offset, 0) == -1)
+      return -1;
+    if (req_one)
+      return 0;
+    offset = hole;
+  }
+  return 0;
+}
+
+/* Only page-cache mode advertises cache: there the kernel really
+ * prefetches.  (In direct mode there is nothing to prefetch into; stack
+ * the gmblock-cache filter above for real caching.)
+ */
+int
+gm_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  int r;
+
+  COUNT (ST_CACHES, 1);
+  COUNT (ST_CACHE_BYTES, count);
+  r = posix_fadvise (gm.fd, offset, count, POSIX_FADV_WILLNEED);
+  if (r != 0) {
+    gm_io_error ("posix_fadvise WILLNEED", offset, count, r);
+    return -1;
+  }
+  return 0;
+}

@@ -1,0 +1,67 @@
+/* gmblock plugin: counters, so that copies per byte served is measured.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdio.h>
+
+#include "gmblock.h"
+
+/* -D gmblock.stats=1 prints the counters when nbdkit exits. */
+NBDKIT_DLL_PUBLIC int gmblock_debug_stats = 0;
+
+#define C(id, name, help) [id] = { name, help, 0 }
+struct gm_counter gm_stats[ST_COUNT] = {
+  C (ST_READS, "reads", "read requests"),
+  C (ST_READ_BYTES, "read_bytes", "bytes requested by reads"),
+  C (ST_WRITES, "writes", "write requests"),
+  C (ST_WRITE_BYTES, "write_bytes", "bytes written by clients"),
+  C (ST_FUA_WRITES, "fua_writes", "writes with FUA"),
+  C (ST_FLUSHES, "flushes", "flush requests"),
+  C (ST_TRIMS, "trims", "trim requests"),
+  C (ST_TRIM_BYTES, "trim_bytes", "bytes trimmed"),
+  C (ST_ZEROS, "zeros", "zero requests"),
+  C (ST_ZERO_BYTES, "zero_bytes", "bytes zeroed"),
+  C (ST_FAST_ZERO_REFUSED, "fast_zero_refused", "fast zeros refused (ENOTSUP)"),
+  C (ST_EXTENTS, "extents", "block status requests"),
+  C (ST_CACHES, "caches", "cache (prefetch) requests"),
+  C (ST_CACHE_BYTES, "cache_bytes", "bytes prefetched"),
+  C (ST_DMA_POOL_BYTES, "dma_pool_bytes", "bytes moved by O_DIRECT to or from pool buffers"),
+  C (ST_DMA_CLIENT_BYTES, "dma_client_bytes", "bytes moved by O_DIRECT straight to or from nbdkit's buffer"),
+  C (ST_BUFFERED_BYTES, "buffered_bytes", "bytes moved through the page cache"),
+  C (ST_MEMCPY_READ_BYTES, "memcpy_read_bytes", "bytes copied pool -> nbdkit buffer"),
+  C (ST_MEMCPY_WRITE_BYTES, "memcpy_write_bytes", "bytes copied nbdkit buffer -> pool"),
+  C (ST_RMW_BYTES, "rmw_bytes", "bytes read for read-modify-write"),
+  C (ST_WIDEN_BYTES, "widen_bytes", "extra bytes read to align reads"),
+  C (ST_SERVED_BYTES, "served_bytes", "bytes returned to readers"),
+  C (ST_ERRORS, "errors", "requests that failed"),
+};
+
+static void
+print_derived (FILE *fp, void *opaque)
+{
+  uint64_t served = gm_counter_get (&gm_stats[ST_SERVED_BYTES]);
+  uint64_t copied = gm_counter_get (&gm_stats[ST_MEMCPY_READ_BYTES]);
+  struct gm_pool_stats ps = { 0 };
+
+  if (gm.pool)
+    gm_pool_get_stats (gm.pool, &ps);
+  fprintf (fp, GM_NAME ".read_copies_per_byte %.3f\n",
+           served ? (double) copied / served : 0.0);
+  fprintf (fp, GM_NAME ".pool_size %zu\n", ps.size);
+  fprintf (fp, GM_NAME ".pool_in_use %zu\n", ps.in_use);
+  fprintf (fp, GM_NAME ".pool_peak %zu\n", ps.peak);
+  fprintf (fp, GM_NAME ".pool_gets %llu\n", (unsigned long long) ps.gets);
+  fprintf (fp, GM_NAME ".pool_waits %llu\n", (unsigned long long) ps.waits);
+}
+
+void
+gm_stats_report (void)
+{
+  if (gmblock_debug_stats) {
+    gm_counters_print (stderr, GM_NAME, gm_stats, ST_COUNT);
+    print_derived (stderr, NULL);
+  }
+  if (gm.stats_file &&
+      gm_counters_write_file (gm.stats_file, GM_NAME, gm_stats, ST_COUNT,
+                              print_derived, NULL) == -1)
+    nbdkit_error (GM_NAME ": stats=%s: %m", gm.stats_file);
+}

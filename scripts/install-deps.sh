@@ -1,0 +1,38 @@
+#!/bin/sh
+# Install the Debian 12 packages gmblock needs to build, test and benchmark.
+# Usage: scripts/install-deps.sh [build|check|all]   (default: all)
+# Prints what it installs; needs root only when something is missing.
+set -e
+
+build="gcc make pkg-config nbdkit nbdkit-plugin-dev liburing-dev"
+serve="$build libnbd-bin qemu-utils"
+check="$serve python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc"
+lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client"
+
+case "${1:-all}" in
+    build) want="$build" ;;
+    serve) want="$serve" ;;
+    check) want="$check $lab" ;;
+    all)   want="$check $lab" ;;
+    *) echo "install-deps: unknown set '$1' (accepted: build, serve, check, all)" >&2; exit 2 ;;
+esac
+
+missing=
+for p in $want; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+        missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+
+echo "install-deps: missing Debian packages:$missing"
+if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: not root: run 'sudo $0 ${1:-all}' or install them yourself:" >&2
+    echo "    apt-get install$missing" >&2
+    exit 1
+fi
+echo "install-deps: installing with apt-get (non-interactive)"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q || echo "install-deps: apt-get update failed, trying the cached lists" >&2
+# shellcheck disable=SC2086
+apt-get install -y -q --no-install-recommends $missing </dev/null
+echo "install-deps: done"
