@@ -1,0 +1,113 @@
+# gmblock: helpers for the shell integration tests.  Source it first:
+#     . "$(dirname "$0")/functions.sh"
+# It gives each test a private temporary directory ($T), servers on
+# private Unix sockets, and a cleanup that always runs: servers are
+# stopped, mounts undone and loop devices detached, even on failure.
+set -euo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+export PATH=/usr/bin:/usr/sbin:/bin:/sbin:$PATH   # Debian's python for nbdsh
+NBDKIT=$top/nbdkit
+T=$(mktemp -d /var/tmp/gmblock-test.XXXXXX)
+
+_servers=() _mounts=() _loops=() _pids=()
+
+cleanup () {
+    local rc=$?
+    set +e
+    for m in "${_mounts[@]}"; do umount -l "$m" 2>/dev/null; done
+    for l in "${_loops[@]}"; do losetup -d "$l" 2>/dev/null; done
+    for p in "${_pids[@]}"; do kill "$p" 2>/dev/null; done
+    for s in "${_servers[@]}"; do stop_server "$s" 2>/dev/null; done
+    [[ -n ${KEEP_TMP:-} ]] || rm -rf "$T"
+    exit $rc
+}
+trap cleanup EXIT
+trap 'exit 1' INT TERM
+
+fail () { echo "FAIL: $*" >&2; exit 1; }
+skip () { echo "SKIP: $*"; exit 77; }
+info () { echo "--- $*"; }
+
+# require CMD...: every command must exist (make check installs them).
+require () {
+    local c
+    for c in "$@"; do
+        command -v "$c" >/dev/null || fail "$c is not installed (run scripts/install-deps.sh)"
+    done
+}
+
+# start_server NAME [nbdkit options and plugin args...]
+# Runs ./nbdkit in the foreground in the background on $T/NAME.sock,
+# logging to $T/NAME.log; returns once the socket accepts connections.
+start_server () {
+    local name=$1; shift
+    local sock=$T/$name.sock
+    rm -f "$sock"
+    "$NBDKIT" -f -U "$sock" -P "$T/$name.pid" "$@" >"$T/$name.log" 2>&1 &
+    eval "_pid_$name=$!"
+    _servers+=("$name")
+    local i
+    for i in $(seq 1 200); do
+        if [[ -S $sock ]] && nbdinfo --size "$(uri "$name")" >/dev/null 2>&1; then
+            return 0
+        fi
+        if ! kill -0 "$(server_pid "$name")" 2>/dev/null; then
+            cat "$T/$name.log" >&2
+            fail "server $name exited during start-up"
+        fi
+        sleep 0.05
+    done
+    cat "$T/$name.log" >&2
+    fail "server $name did not start"
+}
+
+server_pid () { eval "echo \${_pid_$1:-}"; }
+
+# Stop a server (SIGTERM: nbdkit unloads, which writes stats files),
+# wait for it, and fail if a sanitizer or nbdkit reported a crash.
+stop_server () {
+    local name=$1 pid
+    pid=$(server_pid "$name")
+    [[ -n $pid ]] || return 0
+    kill -TERM "$pid" 2>/dev/null || true
+    local i
+    for i in $(seq 1 200); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid" 2>/dev/null
+        fail "server $name did not exit on SIGTERM"
+    fi
+    wait "$pid" 2>/dev/null || true
+    eval "_pid_$name="
+    if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation fault|assertion' "$T/$name.log"; then
+        cat "$T/$name.log" >&2
+        fail "server $name crashed or a sanitizer reported an error"
+    fi
+}
+
+# NBD URI of a server started with start_server.
+uri () { echo "nbd+unix:///?socket=$T/$1.sock"; }
+
+# Value of one counter in a stats file: counter FILE NAME
+counter () { awk -v k="gmblock.$2" '$1 == k { print $2 }' "$1"; }
+
+# nbdsh with Debian's python (the libnbd module lives there).
+nbdsh () { /usr/bin/python3 -m nbd "$@"; }
+
+# A random file of the given size: randfile PATH SIZE
+randfile () { head -c "$2" /dev/urandom >"$1"; }
+
+# Attach a loop device and remember to detach it; sets LOOP.
+# (Not usable as $(loopdev ...): the subshell would forget it.)
+#     loopdev FILE [losetup options]
+loopdev () {
+    local f=$1; shift
+    LOOP=$(losetup -f --show "$@" "$f") || fail "losetup $* $f failed"
+    _loops+=("$LOOP")
+}
+
+track_mount () { _mounts+=("$1"); }
+track_pid () { _pids+=("$1"); }
