@@ -35,8 +35,11 @@ gm_config (const char *key, const char *value)
     }
   }
   else if (strcmp (key, "direct") == 0) {
-    if ((b = nbdkit_parse_bool (value)) == -1)
+    if ((b = nbdkit_parse_bool (value)) == -1) {
+      nbdkit_error (GM_NAME ": direct=%s: expected true (O_DIRECT) or "
+                    "false (page cache)", value);
       return -1;
+    }
     gm.direct = b;
   }
   else if (strcmp (key, "pool-size") == 0) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "gmblock.h"
@@ -37,6 +38,20 @@ static int
 open_file (void)
 {
   int base = O_CLOEXEC | (gm.direct ? O_DIRECT : 0);
+  struct stat st;
+
+  /* Say what is wrong with a directory or a character device before
+   * open's errors (EISDIR, or EINVAL from O_DIRECT) say it less well.
+   */
+  if (stat (gm.file, &st) == 0 && !S_ISREG (st.st_mode) &&
+      !S_ISBLK (st.st_mode)) {
+    nbdkit_error (GM_NAME ": file=%s %s: expected a regular file or a "
+                  "block device", gm.file,
+                  S_ISDIR (st.st_mode) ? "is a directory" :
+                  S_ISCHR (st.st_mode) ? "is a character device" :
+                  "is not a regular file");
+    return -1;
+  }
 
   gm.fd = open (gm.file, O_RDWR | base);
   gm.writable = gm.fd >= 0;
