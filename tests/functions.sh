@@ -111,3 +111,31 @@ loopdev () {
 
 track_mount () { _mounts+=("$1"); }
 track_pid () { _pids+=("$1"); }
+
+# start_fails NAME PATTERN... -- [nbdkit options and plugin args...]
+# nbdkit must refuse to start: exit non-zero (not by a signal, not
+# hanging: 20 s at most), with stderr (kept in $T/NAME.err) matching
+# every PATTERN (extended regex, case-insensitive).
+start_fails () {
+    local name=$1; shift
+    local pats=() rc=0 p
+    while [[ $# -gt 0 && $1 != -- ]]; do pats+=("$1"); shift; done
+    [[ ${1:-} == -- ]] && shift
+    timeout -k 5 20 "$NBDKIT" -f -U "$T/$name.sock" "$@" \
+        >"$T/$name.err" 2>&1 </dev/null || rc=$?
+    case $rc in
+        0)   fail "$name: nbdkit exited 0 instead of refusing: $*" ;;
+        124|137) fail "$name: nbdkit did not refuse within 20 s (hung or started): $*" ;;
+    esac
+    if [[ $rc -gt 128 ]]; then
+        cat "$T/$name.err" >&2; fail "$name: nbdkit died of signal $((rc - 128))"
+    fi
+    if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$T/$name.err"; then
+        cat "$T/$name.err" >&2; fail "$name: a sanitizer reported an error"
+    fi
+    for p in "${pats[@]}"; do
+        grep -qiE -- "$p" "$T/$name.err" ||
+            { cat "$T/$name.err" >&2; fail "$name: message does not match /$p/"; }
+    done
+    info "$name refused (exit $rc): $(grep -m1 -i error "$T/$name.err" || head -n1 "$T/$name.err")"
+}
