@@ -1,0 +1,89 @@
+/* Unit tests for common/sizes.c. */
+#include "sizes.h"
+#include "unit.h"
+
+static void
+ok (const char *s, uint64_t want)
+{
+  uint64_t v = 0;
+  const char *why = NULL;
+  if (gm_parse_size (s, &v, &why) != 0) {
+    fprintf (stderr, "parse '%s' failed: %s\n", s, why);
+    exit (1);
+  }
+  CHECK_EQ_U64 (v, want);
+}
+
+static void
+bad (const char *s)
+{
+  uint64_t v = 12345;
+  const char *why = NULL;
+  CHECK (gm_parse_size (s, &v, &why) == -1);
+  CHECK (why != NULL && *why != '\0');
+  CHECK_EQ_U64 (v, 12345);      /* untouched on error */
+}
+
+int
+main (void)
+{
+  char buf[32];
+  uint64_t v;
+  const char *why;
+
+  ok ("0", 0);
+  ok ("4096", 4096);
+  ok ("64K", 65536);
+  ok ("64k", 65536);
+  ok ("1M", 1048576);
+  ok ("1MiB", 1048576);
+  ok ("1mb", 1048576);
+  ok ("2G", 2ULL << 30);
+  ok ("1T", 1ULL << 40);
+  ok ("15E", 15ULL << 60);
+  ok ("+8", 8);
+  ok ("512B", 512);
+  ok ("18446744073709551615", UINT64_MAX);
+
+  bad (NULL);
+  bad ("");
+  bad ("banana");
+  bad ("-1");
+  bad ("-64M");
+  bad ("1.5M");
+  bad ("12Q");
+  bad ("1MM");
+  bad ("1 M");
+  bad ("16E");                  /* 2^64 overflows */
+  bad ("18446744073709551616");
+  bad ("99999999999999999999999");
+  bad ("M");
+
+  CHECK (gm_parse_size_or_percent ("50%", 1000, &v, &why) == 0);
+  CHECK_EQ_U64 (v, 500);
+  CHECK (gm_parse_size_or_percent ("100%", UINT64_MAX, &v, &why) == 0);
+  CHECK_EQ_U64 (v, UINT64_MAX);
+  CHECK (gm_parse_size_or_percent ("1%", 24ULL << 30, &v, &why) == 0);
+  CHECK_EQ_U64 (v, (24ULL << 30) / 100);
+  CHECK (gm_parse_size_or_percent ("64M", 1000, &v, &why) == 0);
+  CHECK_EQ_U64 (v, 64ULL << 20);
+  CHECK (gm_parse_size_or_percent ("0%", 1000, &v, &why) == -1);
+  CHECK (gm_parse_size_or_percent ("101%", 1000, &v, &why) == -1);
+  CHECK (gm_parse_size_or_percent ("5.5%", 1000, &v, &why) == -1);
+  CHECK (gm_parse_size_or_percent ("%", 1000, &v, &why) == -1);
+
+  CHECK (strcmp (gm_format_size (64ULL << 20, buf, sizeof buf), "64M") == 0);
+  CHECK (strcmp (gm_format_size (4096, buf, sizeof buf), "4K") == 0);
+  CHECK (strcmp (gm_format_size (1000, buf, sizeof buf), "1000") == 0);
+  CHECK (strcmp (gm_format_size (3ULL << 30, buf, sizeof buf), "3G") == 0);
+  CHECK (strcmp (gm_format_size (1536ULL << 10, buf, sizeof buf), "1536K") == 0);
+
+  CHECK (gm_is_power_of_2 (1) && gm_is_power_of_2 (4096));
+  CHECK (!gm_is_power_of_2 (0) && !gm_is_power_of_2 (1536));
+  CHECK_EQ_U64 (gm_next_power_of_2 (3000), 4096);
+  CHECK_EQ_U64 (gm_next_power_of_2 (4096), 4096);
+  CHECK_EQ_U64 (gm_round_down (4097, 512), 4096);
+  CHECK_EQ_U64 (gm_round_up (4097, 512), 4608);
+  CHECK_EQ_U64 (gm_round_up (4096, 512), 4096);
+  UNIT_DONE ();
+}
