@@ -1,0 +1,48 @@
+#!/bin/bash
+# Unknown and malformed options at start-up: each must make nbdkit exit
+# non-zero with a gmblock: message naming the key, the value and what
+# is accepted.  Also hugepages=on with no hugetlb pages reserved.
+. "$(dirname "$0")/functions.sh"
+
+randfile "$T/disk.img" 1M
+f=file=$T/disk.img
+
+start_fails unknown 'gmblock:' "unknown parameter 'foo'" \
+    'accepted: file, direct, pool-size, hugepages, discard, stats' \
+    -- gmblock "$f" foo=bar
+
+range='1M to 1G'
+i=0
+for v in banana 0 -1 1E 10G 12Q '' 1023K 2G 99999999999999999999999 1.5M; do
+    i=$((i + 1))
+    start_fails pool$i 'gmblock:' "pool-size=$v" "$range" -- gmblock "$f" "pool-size=$v"
+done
+# The edges of the range are accepted (1G with direct=false, which
+# parses it but maps no pool: the machine is shared).
+start_server ok_1M gmblock "$f" pool-size=1M hugepages=off
+stop_server ok_1M
+start_server ok_1G gmblock "$f" pool-size=1G direct=false
+stop_server ok_1G
+
+start_fails huge 'gmblock:' 'hugepages=maybe' 'auto, on or off' -- gmblock "$f" hugepages=maybe
+start_fails discard 'gmblock:' 'discard=sometimes' 'unmap or ignore' -- gmblock "$f" discard=sometimes
+start_fails direct 'gmblock:' 'direct=perhaps' 'true.*false' -- gmblock "$f" direct=perhaps
+start_fails direct_empty 'gmblock:' 'direct=' 'true.*false' -- gmblock "$f" direct=
+
+# hugepages=on needs reserved hugetlb pages.  Make sure none are (and
+# put the old value back, whatever happens).
+nr=/proc/sys/vm/nr_hugepages
+old=$(cat $nr)
+if [[ $old != 0 ]]; then
+    [[ -w $nr ]] || skip "nr_hugepages is $old and not writable"
+    restore_huge () { echo "$old" >$nr; }
+    trap 'restore_huge; cleanup' EXIT
+    echo 0 >$nr
+fi
+[[ $(awk '/^HugePages_Free/ {print $2}' /proc/meminfo) == 0 ]] ||
+    skip "hugetlb pages are still reserved (in use by someone else)"
+start_fails huge_on 'gmblock:' 'hugepages=on' 'nr_hugepages' 'hugepages=auto' \
+    -- gmblock "$f" hugepages=on
+# ... while auto quietly falls back.
+start_server huge_auto gmblock "$f" hugepages=auto
+stop_server huge_auto
