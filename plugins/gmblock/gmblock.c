@@ -7,9 +7,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <linux/fs.h>
 
 #include "gmblock.h"
 #include "sizes.h"
@@ -34,6 +36,16 @@ warn (const char *fmt, const char *a, const char *b)
   fputc ('\n', stderr);
 }
 
+static bool
+is_read_only_device (int fd)
+{
+  struct stat st;
+  int ro = 0;
+
+  return fstat (fd, &st) == 0 && S_ISBLK (st.st_mode) &&
+    ioctl (fd, BLKROGET, &ro) == 0 && ro;
+}
+
 static int
 open_file (void)
 {
@@ -55,6 +67,17 @@ open_file (void)
 
   gm.fd = open (gm.file, O_RDWR | base);
   gm.writable = gm.fd >= 0;
+  if (gm.fd >= 0 && is_read_only_device (gm.fd)) {
+    /* Linux opens a read-only block device (losetup -r, BLKROSET) for
+     * writing without complaint; only the writes fail, with EPERM.
+     */
+    close (gm.fd);
+    gm.writable = false;
+    gm.fd = open (gm.file, O_RDONLY | base);
+    if (gm.fd >= 0)
+      warn ("%s is not writable (%s): serving it read-only", gm.file,
+            "a read-only block device");
+  }
   if (gm.fd == -1 && (errno == EACCES || errno == EROFS || errno == EPERM)) {
     char why[64];
     snprintf (why, sizeof why, "%s", strerror (errno));
