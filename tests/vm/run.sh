@@ -33,6 +33,10 @@ for tool in qemu-system-x86_64 apt-get dpkg-deb depmod modprobe cpio timeout; do
     command -v "$tool" >/dev/null ||
         die "missing $tool: run scripts/install-deps.sh (or SKIP_VM=1 to skip the lab locally)"
 done
+if [ "${LAB_PLUGIN:-gmblock}" = gmblock ] &&
+    ! [ -f "$REPO/plugins/gmblock/nbdkit-gmblock-plugin.so" ]; then
+    die "the gmblock plugin is not built: run make at the top of the tree first"
+fi
 kernel_prepare
 initramfs_prepare
 dataset_prepare
