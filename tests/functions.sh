@@ -139,3 +139,27 @@ start_fails () {
     done
     info "$name refused (exit $rc): $(grep -m1 -i error "$T/$name.err" || head -n1 "$T/$name.err")"
 }
+
+# Undo one loop device, mount or background process now (instead of at
+# exit) and forget it, so the exit cleanup cannot hit a loop device or
+# pid that someone else got meanwhile.
+#     loopdev_detach DEV     umount_now DIR     kill_now PID
+loopdev_detach () {
+    local l keep=()
+    losetup -d "$1" || fail "losetup -d $1 failed"
+    for l in "${_loops[@]}"; do [[ $l == "$1" ]] || keep+=("$l"); done
+    _loops=("${keep[@]}")
+}
+umount_now () {
+    local m keep=()
+    umount "$1" || fail "umount $1 failed"
+    for m in "${_mounts[@]}"; do [[ $m == "$1" ]] || keep+=("$m"); done
+    _mounts=("${keep[@]}")
+}
+kill_now () {
+    local p keep=()
+    kill "$1" 2>/dev/null
+    wait "$1" 2>/dev/null
+    for p in "${_pids[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
+    _pids=("${keep[@]}")
+}
