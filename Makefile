@@ -25,6 +25,8 @@ FILTERDIR := $(shell pkg-config --variable=filterdir nbdkit 2>/dev/null)
 COMMON_SRC := $(wildcard common/*.c)
 PLUGIN_SRC := $(wildcard plugins/gmblock/*.c)
 UNIT_SRC   := $(wildcard tests/unit/test-*.c)
+FILTERS    := $(notdir $(patsubst %/,%,$(dir $(wildcard filters/*/*.c))))
+FILTERS    := $(sort $(FILTERS))
 
 COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o)
 PLUGIN_OBJ := $(PLUGIN_SRC:%.c=$(B)/%.o)
@@ -32,7 +34,9 @@ COMMON_LIB := $(B)/common/libgmcommon.a
 PLUGIN_SO  := $(B)/plugins/gmblock/nbdkit-gmblock-plugin.so
 UNIT_BIN   := $(UNIT_SRC:%.c=$(B)/%)
 
-MODULES    := $(PLUGIN_SO)
+FILTER_SO  := $(foreach f,$(FILTERS),$(B)/filters/$(f)/nbdkit-gmblock-$(f)-filter.so)
+
+MODULES    := $(PLUGIN_SO) $(FILTER_SO)
 
 .PHONY: all deps serve check check-unit check-integration check-sanitize \
         install uninstall clean
@@ -40,7 +44,7 @@ MODULES    := $(PLUGIN_SO)
 
 all: $(MODULES) $(UNIT_BIN)
 
-$(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h)
+$(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h filters/*/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -50,6 +54,13 @@ $(COMMON_LIB): $(COMMON_OBJ)
 
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS)
+
+# Each filters/NAME/ folder builds nbdkit-gmblock-NAME-filter.so.
+define filter_rule
+$(B)/filters/$(1)/nbdkit-gmblock-$(1)-filter.so: $(patsubst %.c,$(B)/%.o,$(wildcard filters/$(1)/*.c)) $(COMMON_LIB)
+	$$(CC) $$(ALL_CFLAGS) -shared -o $$@ $$(filter %.o,$$^) $(COMMON_LIB) $$(LIBS)
+endef
+$(foreach f,$(FILTERS),$(eval $(call filter_rule,$(f))))
 
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 	@mkdir -p $(@D)
@@ -82,12 +93,15 @@ check-sanitize:
 install: $(MODULES)
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)
 	install -m 755 $(PLUGIN_SO) $(DESTDIR)$(PLUGINDIR)/
+	$(if $(FILTER_SO),install -m 755 $(FILTER_SO) $(DESTDIR)$(FILTERDIR)/)
 
 uninstall:
 	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so
+	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
 	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(UNIT_BIN)
+	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
 	rm -rf .build-sanitize
 
 -include tests/vm/vm.mk
