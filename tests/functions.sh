@@ -158,8 +158,8 @@ umount_now () {
 }
 kill_now () {
     local p keep=()
-    kill "$1" 2>/dev/null
-    wait "$1" 2>/dev/null
+    kill "$1" 2>/dev/null || true
+    wait "$1" 2>/dev/null || true
     for p in "${_pids[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
     _pids=("${keep[@]}")
 }
