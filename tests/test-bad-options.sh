@@ -36,7 +36,7 @@ old=$(cat $nr)
 if [[ $old != 0 ]]; then
     [[ -w $nr ]] || skip "nr_hugepages is $old and not writable"
     restore_huge () { echo "$old" >$nr; }
-    trap 'restore_huge; cleanup' EXIT
+    trap 'rc=$?; set +e; restore_huge; (exit $rc); cleanup' EXIT
     echo 0 >$nr
 fi
 [[ $(awk '/^HugePages_Free/ {print $2}' /proc/meminfo) == 0 ]] ||
