@@ -101,11 +101,13 @@ drop_caches() {
     echo 3 >/proc/sys/vm/drop_caches
 }
 
-# mkfs.ext4 on DEV; the itables are written now rather than by a
-# background thread racing with the scenario.
+# make_fs DEV [mkfs options...]: ext4; the itables are written now
+# rather than by a background thread racing with the scenario.
 make_fs() {
-    step "mkfs.ext4 $1"
-    must mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$@"
+    local dev=$1
+    shift
+    step "mkfs.ext4 $* $dev"
+    must mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$@" "$dev"
 }
 
 put_data() {
@@ -150,10 +152,11 @@ os.fsync(fd)' "$backing" "$off"
 
 # The filesystem round trip every data scenario shares: mkfs on DEV,
 # write, unmount, fsck, forget the cache, remount, compare byte for byte.
-# BACKING is what the server exports (for LAB_CORRUPT), if known.
+# BACKING is what the server exports (for LAB_CORRUPT), or "".
 fs_roundtrip() {
     local dev=$1 backing=${2:-}
-    make_fs "$dev"
+    shift 2
+    make_fs "$dev" "$@"
     must mount "$dev" "$MNT"
     put_data "$MNT"
     must umount "$MNT"

@@ -7,6 +7,8 @@ export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/run/lab TMPDIR=/tmp LC_ALL=C
 # shellcheck source=/dev/null
 . "$OUT/job" || { echo 99 >"$OUT/status"; exit 1; }
+# /var/lock points into /run, a fresh tmpfs here (qemu-nbd needs it).
+mkdir -p /run/lock
 cd /run/lab || exit 1
 echo "lab: scenario $LAB_NAME starting" >/dev/console
 bash "$LAB_SCENARIO" >"$OUT/scenario.log" 2>&1 </dev/null
