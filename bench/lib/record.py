@@ -19,6 +19,8 @@ def brief():
         parts.append(f"copies {r['copies_per_byte']:.3f}")
     if r.get("cache_growth") is not None:
         parts.append(f"cache +{100 * r['cache_growth']:.1f}%")
+    if r.get("file_cache_growth") is not None:
+        parts.append(f"file in cache +{100 * r['file_cache_growth']:.1f}%")
     if r.get("warnings"):
         parts.append("WARN: " + " | ".join(r["warnings"])[:200])
     print("  " + "  ".join(parts))
@@ -40,7 +42,7 @@ def main():
         return brief()
     ap = argparse.ArgumentParser()
     for a in ["target", "workload", "server", "fio", "stats", "stderr",
-              "cached0", "cached1"]:
+              "cached0", "cached1", "file-cached0", "file-cached1"]:
         ap.add_argument("--" + a, default="")
     for a in ["rep", "cpu-ticks", "clk-tck", "hwm-kb", "kids-hwm-kb", "size"]:
         ap.add_argument("--" + a, type=int, default=0)
@@ -96,6 +98,12 @@ def main():
         r["cached1_kb"] = int(a.cached1)
         if r["bytes"]:
             r["cache_growth"] = (int(a.cached1) - int(a.cached0)) * 1024 / r["bytes"]
+
+    r["file_cache_growth"] = None
+    if a.file_cached0 and a.file_cached1 and r["bytes"]:
+        r["file_cached0"] = int(a.file_cached0)
+        r["file_cached1"] = int(a.file_cached1)
+        r["file_cache_growth"] = (int(a.file_cached1) - int(a.file_cached0)) / r["bytes"]
 
     warn = []
     if a.stderr and os.path.exists(a.stderr):

@@ -135,13 +135,16 @@ for g in gm_direct:
     n = nice(g)
     le_cpu(f"{n} vs nbdkit file, cold, CPU s/GiB, seq read", "cold", g, "nbdkit-file", "seq")
     le_cpu(f"{n} vs nbdkit file, cold, CPU s/GiB, 4k randread QD32", "cold", g, "nbdkit-file", "rr32")
-    for wl in ("seq", "rr32"):
+    for wl in ("seq",):   # rr32 moves too few bytes for Cached to be meaningful on a shared machine: table only
         a = med("cold", wl, g, "cache_growth")
         b = med("cold", wl, "nbdkit-file", "cache_growth")
+        fa = med("cold", wl, g, "file_cache_growth")
+        fb = med("cold", wl, "nbdkit-file", "file_cache_growth")
         if a is not None:
             ok = a < 0.05
-            tg.append(("cold", f"{n}, cold, page cache growth / bytes served, {WL[wl][0]}",
-                       f"{fmt(a, 'pct')} (nbdkit file {fmt(b, 'pct')})", None, "< 5%", ok,
+            tg.append(("cold", f"{n}, cold, page cache (Cached) growth / bytes served, {WL[wl][0]}",
+                       f"{fmt(a, 'pct')} (nbdkit file {fmt(b, 'pct')}); the file's own cached pages: "
+                       f"{fmt(fa, 'pct')} (nbdkit file {fmt(fb, 'pct')})", None, "< 5%", ok,
                        0 if ok else a / 0.05 - 1))
     ge(f"{n} vs qemu-nbd cache=none, 4k randwrite QD32 IOPS", "write", g, "qemu-none", "rw32", 1.0)
     ge(f"{n} vs qemu-nbd cache=none, 1M seq write MiB/s", "write", g, "qemu-none", "sw1m", 1.0)
@@ -174,7 +177,8 @@ def target_table(t):
             cols.append((f"{wl} p99 µs", lambda s, wl=wl: fmt(med(t, wl, s, "p99_us"), "us")))
         cols.append((f"{wl} CPU s/GiB", lambda s, wl=wl: fmt(med(t, wl, s, "cpu_s_per_gib"), "cpu")))
         if t == "cold":
-            cols.append((f"{wl} page cache growth / bytes", lambda s, wl=wl: fmt(med(t, wl, s, "cache_growth"), "pct")))
+            cols.append((f"{wl} Cached growth / bytes", lambda s, wl=wl: fmt(med(t, wl, s, "cache_growth"), "pct")))
+            cols.append((f"{wl} file's cached pages growth / bytes", lambda s, wl=wl: fmt(med(t, wl, s, "file_cache_growth"), "pct")))
     def rss(s):
         v = [med(t, wl, s, "rss_kb") for wl in wls[t]]
         v = [x for x in v if x is not None]
@@ -224,13 +228,19 @@ for t in ["ram", "cold", "warm", "write"]:
 if "rss" in order:
     t = "rss"
     P(f"## {TARGETS[t]}\n")
-    P("| server | peak RSS 1 conn MiB | peak RSS 8 conns MiB | ratio 8/1 | MiB/s 1 conn | MiB/s 8 conns |")
-    P("|---|---:|---:|---:|---:|---:|")
+    P("| server | peak RSS 1 conn MiB | peak RSS 8 conns MiB | ratio 8/1 | growth MiB | growth beyond nbdkit null's MiB | MiB/s 1 conn | MiB/s 8 conns |")
+    P("|---|---:|---:|---:|---:|---:|---:|---:|")
+    na, nb = med(t, "rss1", "null", "rss_kb"), med(t, "rss8", "null", "rss_kb")
     for s in server_sort(t):
         a, b = med(t, "rss1", s, "rss_kb"), med(t, "rss8", s, "rss_kb")
+        g = f"{(b - a)/1024:.1f}" if a and b else "n/a"
+        ex = f"{((b - a) - (nb - na))/1024:.1f}" if a and b and na and nb and s != "null" else ""
         P(f"| {nice(s)} | {fmt(a, 'mib')} | {fmt(b, 'mib')} | "
-          f"{fmt(b/a, 'x') if a and b else 'n/a'} | {fmt(med(t, 'rss1', s, 'mib_s'), 'MiB/s')} | "
+          f"{fmt(b/a, 'x') if a and b else 'n/a'} | {g} | {ex} | {fmt(med(t, 'rss1', s, 'mib_s'), 'MiB/s')} | "
           f"{fmt(med(t, 'rss8', s, 'mib_s'), 'MiB/s')} |")
+    P("\nnbdkit null has no data path: its growth is nbdkit's own cost of 8 connections (a thread pool per "
+      "connection, request buffers malloc'd per request); 'growth beyond nbdkit null's' is what the plugin "
+      "adds on top.")
     P("\nnbd-server forks one process per connection: its RSS is the parent's VmHWM plus the sum of "
       "the children's VmHWM (sampled every 0.1 s), which counts shared pages once per process.\n")
 
@@ -247,7 +257,9 @@ P("- Peak RSS: VmHWM of the server process at the end of the run (max over the t
 P("- Copies per byte: gmblock's stats file (memcpy_read_bytes / served_bytes for reads, "
   "memcpy_write_bytes / write_bytes for writes); n/a for the peers, which have no such counter.")
 P("- Cold: `sync; echo 3 > /proc/sys/vm/drop_caches` before each run; page cache growth = "
-  "(Cached after - Cached before, /proc/meminfo) / bytes served. Other processes on the machine can move Cached a little.")
+  "(Cached after - Cached before, /proc/meminfo) / bytes served. Other processes on the machine move Cached "
+  "too, so the file's own page-cache residency (`fincore -b` on the served file, before and after) is shown beside it; "
+  "it counts only this file.")
 P("- Writes go to the RAM-backed loop device (content changes, size does not); they run after the read benchmarks.")
 P("- Servers: `./nbdkit -f [-r] -i 127.0.0.1 -p PORT gmblock file=F stats=S [direct=false]`; "
   "`qemu-nbd [-r] -f raw -t -e 16 -b 127.0.0.1 -p PORT --pid-file=P [--cache=none --aio=io_uring] F`; "
@@ -256,6 +268,11 @@ P("- Servers: `./nbdkit -f [-r] -i 127.0.0.1 -p PORT gmblock file=F stats=S [dir
   "`nbdkit -f -r -i 127.0.0.1 -p PORT null SIZE`. Read benchmarks serve read-only.")
 P("")
 
+if meta.get("dropped_variants"):
+    P("gmblock variants found in the source but refused by the built plugin (not measured):\n")
+    P("```")
+    P(meta["dropped_variants"].rstrip())
+    P("```\n")
 if meta.get("preflight"):
     P("gmblock's own start-up messages (`nbdkit -v`, preflight run):\n")
     P("```")
