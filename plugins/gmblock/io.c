@@ -188,6 +188,30 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
   return err;
 }
 
+/* The partial last block of a file is written through the page cache,
+ * and the page (and filesystem block) holding it also holds the last
+ * aligned blocks, which are written with O_DIRECT.  A buffered write
+ * that reads that page while an O_DIRECT write to it is in flight
+ * leaves a dirty page with the old bytes: the O_DIRECT write then
+ * fails to invalidate it (a short write, seen as EIO) or its writeback
+ * later undoes the O_DIRECT write.  So a write that touches the last
+ * TAIL_GRAIN bytes before direct_end, or the tail, locks all of that:
+ * such writes are serialised.  64K covers any page or ext4 block size.
+ */
+#define TAIL_GRAIN (64 * 1024)
+
+static void
+tail_lock_bounds (uint64_t *lo, uint64_t *hi)
+{
+  uint64_t tail = gm_round_down (gm.direct_end, TAIL_GRAIN);
+
+  if (gm.direct_end < gm.size && *hi > tail) {
+    if (*lo > tail)
+      *lo = tail;
+    *hi = gm_round_up (gm.size, gm.align);
+  }
+}
+
 /* Write [offset, offset+count) from buf in whatever way the mode and
  * the region need.  Returns 0 or an errno.
  */
@@ -196,6 +220,8 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
 {
   uint64_t end = offset + count;
   uint64_t split = end < gm.direct_end ? end : gm.direct_end;
+  uint64_t lo = gm_round_down (offset, gm.align);
+  uint64_t hi = gm_round_up (end, gm.align);
   struct gm_range r;
   int err = 0;
 
@@ -206,8 +232,8 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
     return err;
   }
 
-  gm_range_lock (&gm.locks, &r, gm_round_down (offset, gm.align),
-                 gm_round_up (end, gm.align), true);
+  tail_lock_bounds (&lo, &hi);
+  gm_range_lock (&gm.locks, &r, lo, hi, true);
   if (offset < split)
     err = direct_write (buf, split - offset, offset, rwf);
   if (err == 0 && end > split) {
