@@ -40,16 +40,16 @@ run () {
     info "$name: ok (rmw_bytes $(counter "$T/$name.stats" rmw_bytes), pool_waits $(counter "$T/$name.stats" pool_waits))"
 }
 
-run file "$T/file.img" 8M "$((1048576 - 99)) 65536" "5000 32768 8 15" --
+run file "$T/file.img" 8M "$((1048576 - 99)) 65536 4 15" "5000 32768 8 15" --
 run odd "$T/odd.img" 10000001 "-20000 20000" "-3000 3000 8 20" --
-run pc "$T/pc.img" 8M "$((1048576 - 99)) 65536" -- direct=false
-run smallpool "$T/sp.img" 8M "$((1048576 - 99)) 65536" -- pool-size=1M
+run pc "$T/pc.img" 8M "$((1048576 - 99)) 65536 4 15" -- direct=false
+run smallpool "$T/sp.img" 8M "$((1048576 - 99)) 65536 4 15" -- pool-size=1M
 
 truncate -s 8M "$T/l512.img"
 loopdev "$T/l512.img" --direct-io=on
-run l512 "$LOOP" 8M "$((1048576 - 99)) 65536" "-10000 10000 8 15" --
+run l512 "$LOOP" 8M "$((1048576 - 99)) 65536 4 15" "-10000 10000 8 15" --
 
 truncate -s 8M "$T/l4k.img"
 loopdev "$T/l4k.img" --direct-io=on --sector-size 4096
 [[ $(blockdev --getss "$LOOP") == 4096 ]] || skip "loop device refused --sector-size 4096"
-run l4k "$LOOP" 8M "$((1048576 - 99)) 65536" "77 16384 8 20" "-12288 12288" --
+run l4k "$LOOP" 8M "$((1048576 - 99)) 65536 4 15" "77 16384 8 20" "-12288 12288" --
