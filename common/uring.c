@@ -119,32 +119,35 @@ get_sqe (struct gm_uring *u)
   return sqe;
 }
 
-ssize_t
-gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
-             void *buf, size_t len, uint64_t off, int rw_flags)
+void
+gm_uring_prep_rw (struct gm_uring *u, struct io_uring_sqe *sqe, enum gm_rw op,
+                  int fd, void *buf, size_t len, uint64_t off, int rw_flags)
 {
   char *p = buf;
-  size_t done = 0;
   bool fixed = u->fixed_base && p >= u->fixed_base &&
     p + len <= u->fixed_base + u->fixed_len;
 
+  if (fixed && op == GM_READ)
+    io_uring_prep_read_fixed (sqe, fd, p, len, off, 0);
+  else if (fixed)
+    io_uring_prep_write_fixed (sqe, fd, p, len, off, 0);
+  else if (op == GM_READ)
+    io_uring_prep_read (sqe, fd, p, len, off);
+  else
+    io_uring_prep_write (sqe, fd, p, len, off);
+  sqe->rw_flags = rw_flags;
+}
+
+ssize_t
+gm_rw_loop (gm_rw_once_fn once, void *ctx, enum gm_rw op, int fd,
+            void *buf, size_t len, uint64_t off, int rw_flags)
+{
+  char *p = buf;
+  size_t done = 0;
+
   while (done < len) {
-    struct io_uring_sqe *sqe = get_sqe (u);
-    int res;
-
-    if (sqe == NULL)
-      return -EBUSY;
-    if (fixed && op == GM_READ)
-      io_uring_prep_read_fixed (sqe, fd, p + done, len - done, off + done, 0);
-    else if (fixed)
-      io_uring_prep_write_fixed (sqe, fd, p + done, len - done, off + done, 0);
-    else if (op == GM_READ)
-      io_uring_prep_read (sqe, fd, p + done, len - done, off + done);
-    else
-      io_uring_prep_write (sqe, fd, p + done, len - done, off + done);
-    sqe->rw_flags = rw_flags;
-
-    res = submit_and_reap (u);
+    ssize_t res = once (ctx, op, fd, p + done, len - done, off + done,
+                        rw_flags);
     if (res == -EINTR || res == -EAGAIN)
       continue;
     if (res < 0)
@@ -157,6 +160,26 @@ gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
     done += res;
   }
   return done;
+}
+
+static ssize_t
+uring_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
+            uint64_t off, int rw_flags)
+{
+  struct gm_uring *u = ctx;
+  struct io_uring_sqe *sqe = get_sqe (u);
+
+  if (sqe == NULL)
+    return -EBUSY;
+  gm_uring_prep_rw (u, sqe, op, fd, buf, len, off, rw_flags);
+  return submit_and_reap (u);
+}
+
+ssize_t
+gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
+             void *buf, size_t len, uint64_t off, int rw_flags)
+{
+  return gm_rw_loop (uring_once, u, op, fd, buf, len, off, rw_flags);
 }
 
 int

@@ -15,7 +15,8 @@
 /* What the caller would like; the helper drops what the kernel refuses. */
 #define GM_URING_SINGLE_ISSUER  1u  /* SINGLE_ISSUER + DEFER_TASKRUN */
 #define GM_URING_COOP_TASKRUN   2u
-#define GM_URING_REGISTER_FD    4u  /* register the ring fd */
+#define GM_URING_REGISTER_FD    4u  /* register the ring fd (per thread:
+                                       only for rings one thread uses) */
 
 struct gm_uring {
   struct io_uring ring;
@@ -38,6 +39,24 @@ int gm_uring_register_buffer (struct gm_uring *u, void *base, size_t len);
 const char *gm_uring_describe (const struct gm_uring *u, char *buf, size_t len);
 
 enum gm_rw { GM_READ, GM_WRITE };
+
+/* Prepare one read or write in sqe, using the fixed buffer when buf
+ * lies inside it.
+ */
+void gm_uring_prep_rw (struct gm_uring *u, struct io_uring_sqe *sqe,
+                       enum gm_rw op, int fd, void *buf, size_t len,
+                       uint64_t off, int rw_flags);
+
+/* One transfer attempt: bytes transferred or -errno. */
+typedef ssize_t (*gm_rw_once_fn) (void *ctx, enum gm_rw op, int fd, void *buf,
+                                  size_t len, uint64_t off, int rw_flags);
+
+/* Repeat 'once' until len bytes are done, continuing short transfers
+ * and retrying EINTR/EAGAIN; a read stops early only at end of file.
+ * Returns bytes transferred or -errno.
+ */
+ssize_t gm_rw_loop (gm_rw_once_fn once, void *ctx, enum gm_rw op, int fd,
+                    void *buf, size_t len, uint64_t off, int rw_flags);
 
 /* Transfer len bytes at off, waiting for completion.  Uses the fixed
  * buffer when buf lies inside it.  Short transfers are continued; a

@@ -78,9 +78,22 @@ gm_config (const char *key, const char *value)
     if (gm.stats_file == NULL)
       return -1;
   }
+  else if (strcmp (key, "ring") == 0) {
+    if (strcmp (value, "per-thread") == 0)
+      gm.ring = GM_RING_PER_THREAD;
+    else if (strcmp (value, "shared") == 0)
+      gm.ring = GM_RING_SHARED;
+    else if (strcmp (value, "none") == 0)
+      gm.ring = GM_RING_NONE;
+    else {
+      nbdkit_error (GM_NAME ": ring=%s: expected per-thread, shared or none",
+                    value);
+      return -1;
+    }
+  }
   else {
     nbdkit_error (GM_NAME ": unknown parameter '%s' (accepted: file, direct, "
-                  "pool-size, hugepages, discard, stats)", key);
+                  "pool-size, hugepages, discard, stats, ring)", key);
     return -1;
   }
   return 0;

@@ -1,16 +1,17 @@
-/* gmblock plugin: the I/O engine.
+/* gmblock plugin: the I/O engine, and its default design.
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * nbdkit calls the plugin synchronously from many worker threads.
- * Each worker gets its own small ring, created on first use, so a
- * request costs exactly one io_uring_enter (submit and wait together)
- * and no other thread is ever woken on its behalf.  The ring is
- * SINGLE_ISSUER + DEFER_TASKRUN where the kernel allows it (the
- * completion work then runs in our own io_uring_enter instead of
- * interrupting us), has its fd registered, and has the whole buffer
- * pool registered as fixed buffer 0 when RLIMIT_MEMLOCK allows.
- * Measured against a shared ring with flat combining: see
- * bench/RESULTS.md.
+ * Three designs are built in (ring=), measured in bench/RESULTS.md:
+ *
+ *  - per-thread (default): each worker has its own small ring, made on
+ *    first use.  A request costs one io_uring_enter that submits and
+ *    waits, and no other thread is woken on its behalf.  The ring is
+ *    SINGLE_ISSUER + DEFER_TASKRUN where the kernel allows (completion
+ *    work runs inside our own wait instead of interrupting us), has its
+ *    fd registered, and has the pool registered as fixed buffer 0.
+ *  - shared (engine-shared.c): one ring for the process, flat combining.
+ *  - none (engine-sync.c): preadv2/pwritev2, no io_uring, as a baseline.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -34,6 +35,41 @@ ring_destroy (void *p)
   free (u);
 }
 
+/* Make a ring and, if start-up found it works, register the pool. */
+struct gm_uring *
+gm_engine_new_ring (unsigned depth, unsigned want)
+{
+  struct gm_uring *u = malloc (sizeof *u);
+  int r;
+
+  if (u == NULL) {
+    nbdkit_error (GM_NAME ": malloc: %m");
+    return NULL;
+  }
+  r = gm_uring_init (u, depth, want);
+  if (r < 0) {
+    errno = -r;
+    nbdkit_error (GM_NAME ": io_uring_queue_init: %m");
+    free (u);
+    return NULL;
+  }
+  /* Should registration fail here anyway, the ring uses plain buffers. */
+  if (gm.pool && gm.fixed_ok)
+    gm_uring_register_buffer (u, gm.pool->mem.addr, gm.pool->mem.len);
+  return u;
+}
+
+static struct gm_uring *
+my_ring (void)
+{
+  if (thread_ring == NULL) {
+    thread_ring = gm_engine_new_ring (RING_DEPTH, RING_WANT);
+    if (thread_ring)
+      pthread_setspecific (ring_key, thread_ring);
+  }
+  return thread_ring;
+}
+
 int
 gm_engine_init (void)
 {
@@ -46,46 +82,58 @@ gm_engine_init (void)
   return 0;
 }
 
+/* After nbdkit forked (rings must belong to the serving process) and
+ * after the pool exists (so the shared ring can register it).
+ */
+int
+gm_engine_start (void)
+{
+  return gm.ring == GM_RING_SHARED ? gm_shared_init () : 0;
+}
+
 void
 gm_engine_cleanup (void)
 {
-  /* Rings of worker threads were destroyed when they exited; this
-   * thread's (if any) goes now.
-   */
+  /* Worker threads' rings went when they exited; this thread's goes now. */
   if (thread_ring) {
     ring_destroy (thread_ring);
     thread_ring = NULL;
     pthread_setspecific (ring_key, NULL);
   }
   pthread_key_delete (ring_key);
+  if (gm.ring == GM_RING_SHARED)
+    gm_shared_cleanup ();
 }
 
-struct gm_uring *
-gm_ring (void)
+ssize_t
+gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
+              int rwf)
 {
-  struct gm_uring *u = thread_ring;
-  int r;
+  struct gm_uring *u;
 
-  if (u)
-    return u;
-  u = malloc (sizeof *u);
-  if (u == NULL) {
-    nbdkit_error (GM_NAME ": malloc: %m");
-    return NULL;
+  switch (gm.ring) {
+  case GM_RING_SHARED:
+    return gm_rw_loop (gm_shared_once, NULL, op, fd, buf, len, off, rwf);
+  case GM_RING_NONE:
+    return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
+  default:
+    if ((u = my_ring ()) == NULL)
+      return -ENOMEM;
+    return gm_uring_rw (u, op, fd, buf, len, off, rwf);
   }
-  r = gm_uring_init (u, RING_DEPTH, RING_WANT);
-  if (r < 0) {
-    errno = -r;
-    nbdkit_error (GM_NAME ": io_uring_queue_init: %m");
-    free (u);
-    return NULL;
-  }
-  /* Start-up checked that registration works; should it fail here
-   * anyway, this ring simply uses plain buffers.
+}
+
+int
+gm_engine_fdatasync (int fd)
+{
+  struct gm_uring *u;
+
+  /* Flushes are rare: the shared design sends them through this
+   * thread's own ring too rather than complicating the combiner.
    */
-  if (gm.pool && gm.fixed_ok)
-    gm_uring_register_buffer (u, gm.pool->mem.addr, gm.pool->mem.len);
-  pthread_setspecific (ring_key, u);
-  thread_ring = u;
-  return u;
+  if (gm.ring == GM_RING_NONE)
+    return fdatasync (fd) == -1 ? -errno : 0;
+  if ((u = my_ring ()) == NULL)
+    return -ENOMEM;
+  return gm_uring_fsync (u, fd, true);
 }

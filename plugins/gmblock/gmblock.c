@@ -127,8 +127,14 @@ setup_alignment (void)
     return -1;
   }
   gm.direct_end = gm_round_down (gm.size, gm.align);
-  if (gm.direct_end < gm.size && gm.writable) {
-    gm.fd_buffered = open (gm.file, O_RDWR | O_CLOEXEC);
+  if (gm.direct_end < gm.size) {
+    /* A partial last block: its whole page is served buffered (io.c). */
+    long page = sysconf (_SC_PAGESIZE);
+    if (page < (long) gm.align)
+      page = gm.align;
+    gm.direct_end = gm_round_down (gm.size, page);
+    gm.fd_buffered = open (gm.file, (gm.writable ? O_RDWR : O_RDONLY) |
+                           O_CLOEXEC);
     if (gm.fd_buffered == -1) {
       nbdkit_error (GM_NAME ": open (for the partial last block): %s: %m",
                     gm.file);
@@ -211,6 +217,12 @@ gm_get_ready (void)
                   gm.fixed_ok ? "registered as fixed buffers" : "plain buffers",
                   gm.batch_max);
   return 0;
+}
+
+static int
+gm_after_fork (void)
+{
+  return gm_engine_start ();
 }
 
 static void
@@ -339,6 +351,7 @@ static struct nbdkit_plugin plugin = {
   .config_help = GM_CONFIG_HELP,
   .magic_config_key = "file",
   .get_ready = gm_get_ready,
+  .after_fork = gm_after_fork,
   .open = gm_open,
   .get_size = gm_get_size,
   .block_size = gm_block_size,

@@ -21,6 +21,7 @@
 #define GM_MAX_REQUEST (32u * 1024 * 1024)  /* advertised maximum */
 
 enum gm_discard { GM_DISCARD_UNMAP, GM_DISCARD_IGNORE };
+enum gm_ring_mode { GM_RING_PER_THREAD, GM_RING_SHARED, GM_RING_NONE };
 
 struct gmblock {
   /* Options (config.c). */
@@ -30,16 +31,17 @@ struct gmblock {
   enum gm_huge_mode hugepages;
   enum gm_discard discard;
   char *stats_file;
+  enum gm_ring_mode ring;
 
   /* The open export (gmblock.c). */
   int fd;                       /* O_DIRECT unless direct=false */
-  int fd_buffered;              /* for the partial block at the end of a file */
+  int fd_buffered;              /* for the page holding a partial last block */
   bool writable;
   struct gm_geometry geo;
   uint64_t size;
   uint32_t align;               /* offset/length alignment of fd (1 if buffered) */
   uint32_t mem_align;           /* buffer address alignment of fd */
-  uint64_t direct_end;          /* size rounded down to align */
+  uint64_t direct_end;          /* O_DIRECT below, buffered from here to size */
   size_t batch_max;             /* largest pool buffer one request takes */
   struct gm_pool *pool;         /* NULL when direct=false */
   bool fixed_ok;                /* registering the pool with rings works */
@@ -57,12 +59,27 @@ int gm_config_complete (void);
   "pool-size=<SIZE>  I/O buffer pool shared by all connections (default 32M).\n" \
   "hugepages=auto|on|off  Back the pool with hugepages (default auto).\n" \
   "discard=unmap|ignore   What trim does (default unmap).\n" \
-  "stats=<FILE>      Write counters to FILE at exit."
+  "stats=<FILE>      Write counters to FILE at exit.\n" \
+  "ring=per-thread|shared|none  I/O engine design (default per-thread)."
 
-/* engine.c: the calling thread's ring. */
+/* engine.c: transfers and syncs through the configured ring design.
+ * gm_engine_rw continues short transfers (a read stops early only at end
+ * of file) and returns bytes or -errno; gm_engine_fdatasync 0 or -errno.
+ */
 int gm_engine_init (void);
+int gm_engine_start (void);
 void gm_engine_cleanup (void);
-struct gm_uring *gm_ring (void);
+ssize_t gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len,
+                      uint64_t off, int rw_flags);
+int gm_engine_fdatasync (int fd);
+struct gm_uring *gm_engine_new_ring (unsigned depth, unsigned want);
+/* engine-shared.c, engine-sync.c */
+int gm_shared_init (void);
+void gm_shared_cleanup (void);
+ssize_t gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf,
+                        size_t len, uint64_t off, int rw_flags);
+ssize_t gm_sync_once (void *ctx, enum gm_rw op, int fd, void *buf,
+                      size_t len, uint64_t off, int rw_flags);
 
 /* io.c */
 int gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,

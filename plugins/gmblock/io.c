@@ -12,9 +12,12 @@
  * reads need no lock because a block is only ever written whole.
  *
  * A file whose size is not a multiple of the block size has a partial
- * last block: O_DIRECT reads of it are fine (the kernel stops at end of
- * file), but an O_DIRECT write would extend the file, so bytes past
- * gm.direct_end are written through a second, buffered descriptor.
+ * last block, which O_DIRECT cannot write without extending the file.
+ * Everything from the start of the page holding it (gm.direct_end) to
+ * the end of the file is read and written through a second, buffered
+ * descriptor.  A whole page, not just the block: O_DIRECT writes to a
+ * page that buffered writes keep dirtying race with the kernel's page
+ * invalidation and fail, so the two paths never share a page.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -45,23 +48,13 @@ buf_aligned (const void *buf)
   return (uintptr_t) buf % gm.mem_align == 0;
 }
 
-/* Transfer through this thread's ring; returns bytes or -errno. */
-static ssize_t
-ring_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off, int rwf)
-{
-  struct gm_uring *u = gm_ring ();
-  if (u == NULL)
-    return -ENOMEM;
-  return gm_uring_rw (u, op, fd, buf, len, off, rwf);
-}
-
 /* Read exactly len bytes or fail; short reads inside the export mean
  * the file shrank underneath us.
  */
 static int
 read_full (int fd, void *buf, size_t len, uint64_t off, size_t need)
 {
-  ssize_t r = ring_rw (GM_READ, fd, buf, len, off, 0);
+  ssize_t r = gm_engine_rw (GM_READ, fd, buf, len, off, 0);
   if (r < 0)
     return -r;
   if ((size_t) r < need)
@@ -69,9 +62,9 @@ read_full (int fd, void *buf, size_t len, uint64_t off, size_t need)
   return 0;
 }
 
-/* Direct-mode read of [offset, offset+count) into buf. */
+/* O_DIRECT read of [offset, offset+count), below gm.direct_end. */
 static int
-direct_read (char *buf, uint32_t count, uint64_t offset)
+direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
 {
   uint64_t end = offset + count;
   uint64_t lo = gm_round_down (offset, gm.align);
@@ -110,6 +103,29 @@ direct_read (char *buf, uint32_t count, uint64_t offset)
   return 0;
 }
 
+/* Direct-mode read of [offset, offset+count) into buf. */
+static int
+direct_read (char *buf, uint32_t count, uint64_t offset)
+{
+  uint64_t end = offset + count;
+  int err;
+
+  if (end > gm.direct_end) {
+    /* The tail page of a file: through the page cache. */
+    uint64_t from = offset > gm.direct_end ? offset : gm.direct_end;
+    err = read_full (gm.fd_buffered, buf + (from - offset), end - from,
+                     from, end - from);
+    if (err)
+      return err;
+    COUNT (ST_BUFFERED_BYTES, end - from);
+    if (offset >= gm.direct_end)
+      return 0;
+    end = gm.direct_end;
+    count = end - offset;
+  }
+  return direct_read_aligned (buf, count, offset);
+}
+
 int
 gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
           uint32_t flags)
@@ -137,7 +153,7 @@ gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 static int
 write_full (int fd, const void *buf, size_t len, uint64_t off, int rwf)
 {
-  ssize_t r = ring_rw (GM_WRITE, fd, (void *) buf, len, off, rwf);
+  ssize_t r = gm_engine_rw (GM_WRITE, fd, (void *) buf, len, off, rwf);
   if (r < 0)
     return -r;
   return (size_t) r == len ? 0 : EIO;

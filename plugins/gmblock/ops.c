@@ -15,12 +15,7 @@
 static int
 datasync (void)
 {
-  struct gm_uring *u = gm_ring ();
-  int r;
-
-  if (u == NULL)
-    return ENOMEM;
-  r = gm_uring_fsync (u, gm.fd, true);
+  int r = gm_engine_fdatasync (gm.fd);
   return r < 0 ? -r : 0;
 }
 
