@@ -48,6 +48,8 @@ serve() {
         nbdkit=$LAB_REPO/nbdkit plugin=gmblock
         [ -x "$nbdkit" ] && [ -f "$LAB_REPO/plugins/gmblock/nbdkit-gmblock-plugin.so" ] ||
             fail "gmblock plugin not built: run make at the top first"
+        # Its counters, written when it exits cleanly (see counter).
+        params+=(stats="$LAB_OUT/$name.stats")
         ;;
     file) nbdkit=nbdkit plugin=file ;;
     *) fail "unknown LAB_PLUGIN=$LAB_PLUGIN" ;;
@@ -64,6 +66,11 @@ serve() {
         sleep 0.2
     done
     fail "server $name did not start (see $name.nbdkit.log)"
+}
+
+# counter NAME COUNTER: a gmblock counter of server NAME, once it has stopped.
+counter() {
+    sed -n "s/^gmblock\.$2 //p" "$LAB_OUT/$1.stats" 2>/dev/null
 }
 
 server_pid() { cat "$LAB_RUN/$1.pid"; }

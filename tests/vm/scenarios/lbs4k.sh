@@ -22,8 +22,14 @@ attach /dev/nbd0 10809 -b 4096
 fs_roundtrip /dev/nbd0 /dev/nvme0n1 -b 4096
 detach /dev/nbd0
 
+stop nvme
+
+serve nvme512 10809 /dev/nvme0n1
 attach /dev/nbd0 10809 -b 512
 [ "$(blockdev --getss /dev/nbd0)" = 512 ] || fail "/dev/nbd0 is not using 512-byte blocks"
 fs_roundtrip /dev/nbd0 /dev/nvme0n1 -b 1024
 detach /dev/nbd0
-stop nvme
+stop nvme512
+rmw=$(counter nvme512 rmw_bytes)
+echo "read-modify-write: ${rmw:-?} bytes"
+[ "${rmw:-0}" -gt 0 ] || fail "the 512-byte client caused no read-modify-write: the unaligned path went untested"

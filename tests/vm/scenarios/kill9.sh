@@ -1,0 +1,46 @@
+# The server dies (kill -9) while the kernel client is writing; it is
+# restarted and the client reconnects. After journal replay the
+# filesystem must be clean and everything synced before the kill intact:
+# only what the client had not yet flushed may be lost.
+# lab-disks: virtio:384M
+# lab-timeout: 400
+. "$LAB_REPO/tests/vm/guest/lib.sh"
+load virtio_blk nbd ext4
+serve vda 10809 /dev/vda
+attach /dev/nbd0 10809
+make_fs /dev/nbd0
+must mount /dev/nbd0 "$MNT"
+put_data "$MNT"               # synced: must survive
+
+step "second copy of the dataset in the background"
+mkdir -p "$MNT/late"
+timeout 120 tar -xf "$LAB_DATASET" -C "$MNT/late" &
+writer=$!
+# Let writeback to the server get going, then pull the plug.
+for i in $(seq 100); do
+    [ "$(awk '/^Dirty:/ { print $2 }' /proc/meminfo)" -gt 8192 ] && break
+    sleep 0.1
+done
+sleep 1
+kill -0 "$writer" 2>/dev/null || fail "the writer finished before the kill: nothing was in flight"
+step "kill -9 the server while writing (dirty: $(awk '/^Dirty:/ { print $2 }' /proc/meminfo) kB)"
+stop vda KILL
+wait "$writer"
+echo "writer exited $? (it may fail or not: its data was never synced)"
+
+step "unmount the orphaned filesystem and drop the dead connection"
+umount "$MNT" || fail "cannot unmount after the server died"
+detach /dev/nbd0
+
+serve vda 10809 /dev/vda
+attach /dev/nbd0 10809
+step "replay the journal"
+must mount /dev/nbd0 "$MNT"
+must umount "$MNT"
+fsck_clean /dev/nbd0
+drop_caches /dev/nbd0
+must mount -o ro /dev/nbd0 "$MNT"
+check_data "$MNT"
+must umount "$MNT"
+detach /dev/nbd0
+stop vda
