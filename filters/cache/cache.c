@@ -1,0 +1,421 @@
+/* gmblock-cache filter: options, life cycle and what is negotiated.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cache.h"
+#include "ops.h"
+#include "sizes.h"
+
+#define DEFAULT_SIZE (256u << 20)
+#define DEFAULT_BS (64u << 10)
+#define MIN_BS 4096u
+#define MAX_BS (16u << 20)
+#define MIN_BLOCKS 16               /* below this, 2Q has nothing to choose */
+
+struct cache_config cfg = {
+  .mode = MODE_ADAPTIVE,
+  .size = DEFAULT_SIZE,
+  .scan_bytes = 4u << 20,
+  .flush_interval_ms = 1000,
+  .hugepages = GM_HUGE_AUTO,
+};
+struct lower lower;
+
+static const char *mode_names[] = {
+  [MODE_BYPASS] = "bypass", [MODE_READ] = "read",
+  [MODE_WRITETHROUGH] = "writethrough", [MODE_WRITEBACK] = "writeback",
+  [MODE_UNSAFE] = "unsafe", [MODE_ADAPTIVE] = "adaptive",
+};
+static bool adaptive_back;
+static const char *size_arg = NULL;
+
+static uint64_t
+ram_bytes (void)
+{
+  return (uint64_t) sysconf (_SC_PHYS_PAGES) * sysconf (_SC_PAGESIZE);
+}
+
+static int
+cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
+              const char *key, const char *value)
+{
+  const char *why;
+  uint64_t v;
+
+  if (strcmp (key, "cache-mode") == 0) {
+    for (size_t i = 0; i < sizeof mode_names / sizeof *mode_names; i++)
+      if (strcmp (value, mode_names[i]) == 0) {
+        cfg.mode = i;
+        return 0;
+      }
+    nbdkit_error (CNAME ": cache-mode=%s: unknown mode (expected bypass, "
+                  "read, writethrough, writeback, unsafe or adaptive)", value);
+    return -1;
+  }
+  if (strcmp (key, "cache-size") == 0) {
+    if (gm_parse_size_or_percent (value, ram_bytes (), &v, &why) == -1) {
+      nbdkit_error (CNAME ": cache-size=%s: %s (expected a size such as "
+                    "512M or a percentage of RAM such as 10%%)", value, why);
+      return -1;
+    }
+    cfg.size = v;
+    size_arg = value;
+    return 0;
+  }
+  if (strcmp (key, "cache-block-size") == 0) {
+    if (gm_parse_size (value, &v, &why) == -1) {
+      nbdkit_error (CNAME ": cache-block-size=%s: %s (expected a power of "
+                    "two from 4K to 16M)", value, why);
+      return -1;
+    }
+    if (!gm_is_power_of_2 (v) || v < MIN_BS || v > MAX_BS) {
+      nbdkit_error (CNAME ": cache-block-size=%s: expected a power of two "
+                    "from 4K to 16M", value);
+      return -1;
+    }
+    cfg.block_size = v;
+    cfg.block_size_set = true;
+    return 0;
+  }
+  if (strcmp (key, "adaptive-writes") == 0) {
+    if (strcmp (value, "around") == 0)
+      adaptive_back = false;
+    else if (strcmp (value, "back") == 0)
+      adaptive_back = true;
+    else {
+      nbdkit_error (CNAME ": adaptive-writes=%s: expected around or back",
+                    value);
+      return -1;
+    }
+    return 0;
+  }
+  if (strcmp (key, "adaptive-scan") == 0) {
+    if (gm_parse_size (value, &v, &why) == -1 || v == 0) {
+      nbdkit_error (CNAME ": adaptive-scan=%s: %s (expected a size such as "
+                    "4M: sequential runs this long are scans)", value,
+                    v == 0 ? "must not be zero" : why);
+      return -1;
+    }
+    cfg.scan_bytes = v;
+    return 0;
+  }
+  if (strcmp (key, "writeback-interval") == 0) {
+    char *end;
+    double s;
+    errno = 0;
+    s = strtod (value, &end);
+    if (errno || end == value || *end || s < 0.01 || s > 3600) {
+      nbdkit_error (CNAME ": writeback-interval=%s: expected seconds from "
+                    "0.01 to 3600", value);
+      return -1;
+    }
+    cfg.flush_interval_ms = s * 1000;
+    return 0;
+  }
+  if (strcmp (key, "cache-hugepages") == 0) {
+    if (gm_huge_mode_parse (value, &cfg.hugepages) == -1) {
+      nbdkit_error (CNAME ": cache-hugepages=%s: expected auto, on or off",
+                    value);
+      return -1;
+    }
+    return 0;
+  }
+  if (strcmp (key, "cache-stats") == 0) {
+    free (cfg.stats_file);
+    cfg.stats_file = nbdkit_absolute_path (value);
+    return cfg.stats_file ? 0 : -1;
+  }
+  return next (nxdata, key, value);
+}
+
+static int
+cache_config_complete (nbdkit_next_config_complete *next,
+                       nbdkit_backend *nxdata)
+{
+  uint64_t bs = cfg.block_size_set ? cfg.block_size : DEFAULT_BS;
+  char a[32], b[32];
+
+  cfg.writes_back = cfg.mode == MODE_WRITEBACK || cfg.mode == MODE_UNSAFE ||
+    (cfg.mode == MODE_ADAPTIVE && adaptive_back);
+  cfg.unsafe = cfg.mode == MODE_UNSAFE;
+  if (adaptive_back && cfg.mode != MODE_ADAPTIVE)
+    nbdkit_debug (CNAME ": adaptive-writes is only used with "
+                  "cache-mode=adaptive");
+  if (cfg.mode != MODE_BYPASS) {
+    if (cfg.size / bs < MIN_BLOCKS) {
+      nbdkit_error (CNAME ": cache-size=%s is too small: it holds %llu "
+                    "blocks of %s, at least %d are needed (raise cache-size "
+                    "or lower cache-block-size)",
+                    size_arg ? size_arg : gm_format_size (cfg.size, a, sizeof a),
+                    (unsigned long long) (cfg.size / bs),
+                    gm_format_size (bs, b, sizeof b), MIN_BLOCKS);
+      return -1;
+    }
+    if (cfg.size > ram_bytes ()) {
+      nbdkit_error (CNAME ": cache-size=%s is larger than RAM (%s)",
+                    size_arg, gm_format_size (ram_bytes (), a, sizeof a));
+      return -1;
+    }
+    if ((uint64_t) (cfg.size / bs) >= UINT32_MAX / 2) {
+      nbdkit_error (CNAME ": cache-size=%s: too many blocks of %s; raise "
+                    "cache-block-size", size_arg,
+                    gm_format_size (bs, b, sizeof b));
+      return -1;
+    }
+  }
+  return next (nxdata);
+}
+
+#define CACHE_CONFIG_HELP \
+  "cache-mode=MODE         adaptive (default), bypass, read, writethrough,\n" \
+  "                        writeback or unsafe.\n" \
+  "cache-size=SIZE|N%      Cache size (default 256M).\n" \
+  "cache-block-size=SIZE   Power of two, 4K..16M (default 64K or the\n" \
+  "                        plugin's preferred block size if larger).\n" \
+  "adaptive-writes=around|back  Writes in adaptive mode (default around).\n" \
+  "adaptive-scan=SIZE      Sequential run that counts as a scan (4M).\n" \
+  "writeback-interval=SECS Background write-back period (1).\n" \
+  "cache-hugepages=auto|on|off  Backing of the cache memory (auto).\n" \
+  "cache-stats=FILE        Write counters to FILE at exit."
+
+static int
+cache_get_ready (int thread_model)
+{
+  char err[256], s[32];
+
+  if (cfg.mode == MODE_BYPASS)
+    return 0;
+  /* The pool is created now, where its errors reach the user; it is cut
+   * into blocks in .after_fork, once the block size is known.
+   */
+  tbl.pool = gm_pool_create (cfg.size, cfg.hugepages, err, sizeof err);
+  if (tbl.pool == NULL) {
+    nbdkit_error (CNAME ": cache-size=%s: %s",
+                  gm_format_size (cfg.size, s, sizeof s), err);
+    return -1;
+  }
+  return 0;
+}
+
+/* Open the shared context that all cache I/O uses, and learn once what
+ * the layer below can do (nbdkit asserts these were asked before use).
+ */
+static int
+open_lower (nbdkit_backend *backend)
+{
+  nbdkit_next *n;
+  int64_t size;
+
+  n = nbdkit_next_context_open (backend, 0, "", 1);
+  if (n == NULL) {
+    nbdkit_error (CNAME ": cannot open a shared context to the plugin");
+    return -1;
+  }
+  if (n->prepare (n) == -1) {
+    nbdkit_next_context_close (n);
+    return -1;
+  }
+  lower.next = n;
+  size = n->get_size (n);
+  if (size == -1)
+    return -1;
+  lower.size = size;
+  lower.can_write = n->can_write (n);
+  lower.can_flush = n->can_flush (n);
+  lower.can_trim = n->can_trim (n);
+  lower.can_zero = n->can_zero (n);
+  lower.can_fast_zero = n->can_fast_zero (n);
+  lower.can_fua = n->can_fua (n);
+  lower.can_cache = n->can_cache (n);
+  lower.can_extents = n->can_extents (n);
+  if (lower.can_write < 0 || lower.can_flush < 0 || lower.can_trim < 0 ||
+      lower.can_zero < 0 || lower.can_fast_zero < 0 || lower.can_fua < 0 ||
+      lower.can_cache < 0 || lower.can_extents < 0 ||
+      n->block_size (n, &lower.bmin, &lower.bpref, &lower.bmax) == -1)
+    return -1;
+  return 0;
+}
+
+static int
+cache_after_fork (nbdkit_backend *backend)
+{
+  char err[256], a[32], b[32];
+
+  if (cfg.mode == MODE_BYPASS)
+    return 0;
+  if (open_lower (backend) == -1)
+    return -1;
+  if (!cfg.block_size_set) {
+    cfg.block_size = DEFAULT_BS;
+    if (lower.bpref > DEFAULT_BS && gm_is_power_of_2 (lower.bpref) &&
+        lower.bpref <= MAX_BS && cfg.size / lower.bpref >= MIN_BLOCKS)
+      cfg.block_size = lower.bpref;
+  }
+  if (lower.size == 0) {
+    nbdkit_error (CNAME ": the export is empty: nothing to cache");
+    return -1;
+  }
+  if (blocks_init (err, sizeof err) == -1) {
+    nbdkit_error (CNAME ": %s", err);
+    return -1;
+  }
+  if (writeback_start () == -1)
+    return -1;
+  nbdkit_debug (CNAME ": mode %s%s, %u blocks of %s (%s) in %u shards, "
+                "%s, export %llu bytes",
+                mode_names[cfg.mode],
+                cfg.mode == MODE_ADAPTIVE && cfg.writes_back ?
+                " (writes back)" : "",
+                tbl.nslots, gm_format_size (tbl.bs, a, sizeof a),
+                gm_format_size ((uint64_t) tbl.nslots * tbl.bs, b, sizeof b),
+                tbl.nshards, tbl.pool->mem.backing,
+                (unsigned long long) lower.size);
+  return 0;
+}
+
+/* All clients are gone: write back what is dirty, then flush below. */
+static void
+cache_cleanup (nbdkit_backend *backend)
+{
+  int err = 0;
+
+  if (lower.next == NULL)
+    return;
+  if (tbl.slots && lower.can_write) {
+    if (writeback_range (0, UINT64_MAX, &err) == -1 || lower_flush (&err) == -1)
+      nbdkit_error (CNAME ": write-back at shutdown failed: %s: "
+                    "%llu dirty blocks are lost", strerror (err),
+                    (unsigned long long) atomic_load (&tbl.ndirty));
+  }
+  writeback_stop ();
+  lower.next->finalize (lower.next);
+  nbdkit_next_context_close (lower.next);
+  lower.next = NULL;
+}
+
+static void
+cache_unload (void)
+{
+  stats_report ();
+  blocks_free ();
+  free (cfg.stats_file);
+}
+
+static void *
+cache_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
+            const char *exportname, int is_tls)
+{
+  struct conn *c;
+
+  if (next (ctx, readonly, exportname) == -1)
+    return NULL;
+  c = calloc (1, sizeof *c);
+  if (c == NULL) {
+    nbdkit_error (CNAME ": calloc: %m");
+    return NULL;
+  }
+  c->id = policy_new_conn ();
+  return c;
+}
+
+static void
+cache_close (void *handle)
+{
+  free (handle);
+}
+
+static int
+cache_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
+                  uint32_t *preferred, uint32_t *maximum)
+{
+  if (next->block_size (next, minimum, preferred, maximum) == -1)
+    return -1;
+  if (cfg.mode == MODE_BYPASS)
+    return 0;
+  if (*minimum == 0) {          /* no information below: say ours */
+    *minimum = 1;
+    *maximum = 0xffffffff;
+  }
+  /* Whole blocks are what the cache handles best. */
+  if (*preferred < tbl.bs)
+    *preferred = tbl.bs;
+  if (*maximum < *preferred)
+    *preferred = *maximum;
+  return 0;
+}
+
+static int
+cache_can_flush (nbdkit_next *next, void *handle)
+{
+  return cfg.mode == MODE_BYPASS ? next->can_flush (next) : 1;
+}
+
+static int
+cache_can_fua (nbdkit_next *next, void *handle)
+{
+  int r = next->can_fua (next);
+  /* We honour FUA ourselves: write-back of the block, or a flush. */
+  if (cfg.mode == MODE_BYPASS || r == -1)
+    return r;
+  return NBDKIT_FUA_NATIVE;
+}
+
+static int
+cache_can_multi_conn (nbdkit_next *next, void *handle)
+{
+  /* One cache and one context below for every connection: a flush on
+   * any of them writes back and flushes everything.
+   */
+  return cfg.mode == MODE_BYPASS ? next->can_multi_conn (next) : 1;
+}
+
+static int
+cache_can_cache (nbdkit_next *next, void *handle)
+{
+  /* bypass answers honestly: whatever the layer below does. */
+  return cfg.mode == MODE_BYPASS ? next->can_cache (next) :
+    NBDKIT_CACHE_NATIVE;
+}
+
+static int
+cache_can_zero (nbdkit_next *next, void *handle)
+{
+  int r = next->can_zero (next);
+  if (cfg.mode == MODE_BYPASS || r <= NBDKIT_ZERO_NONE)
+    return r;
+  return NBDKIT_ZERO_NATIVE;
+}
+
+static struct nbdkit_filter filter = {
+  .name = CNAME,
+  .longname = "gmblock server-side cache",
+  .config = cache_config,
+  .config_complete = cache_config_complete,
+  .config_help = CACHE_CONFIG_HELP,
+  .get_ready = cache_get_ready,
+  .after_fork = cache_after_fork,
+  .cleanup = cache_cleanup,
+  .unload = cache_unload,
+  .open = cache_open,
+  .close = cache_close,
+  .block_size = cache_block_size,
+  .can_flush = cache_can_flush,
+  .can_fua = cache_can_fua,
+  .can_multi_conn = cache_can_multi_conn,
+  .can_cache = cache_can_cache,
+  .can_zero = cache_can_zero,
+  .pread = cache_pread,
+  .pwrite = cache_pwrite,
+  .flush = cache_flush,
+  .trim = cache_trim,
+  .zero = cache_zero,
+  .cache = cache_cache,
+  .extents = cache_extents,
+};
+
+NBDKIT_REGISTER_FILTER (filter)

@@ -1,0 +1,82 @@
+/* gmblock-cache filter: counters, printed with -D gmblock-cache.stats=1
+ * or written to cache-stats=FILE when nbdkit exits.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdio.h>
+
+#include "cache.h"
+
+/* nbdkit sets NAME_debug_FLAG for -D NAME.FLAG=1; our name contains a
+ * '-', which C identifiers cannot, hence the assembler name.
+ */
+NBDKIT_DLL_PUBLIC int gmblock_cache_debug_stats
+  __asm__ ("\"gmblock-cache_debug_stats\"") = 0;
+
+#define C(id, name, help) [id] = { name, help, 0 }
+struct gm_counter cstats[CS_COUNT] = {
+  C (CS_READS, "reads", "read requests"),
+  C (CS_READ_BYTES, "read_bytes", "bytes read by clients"),
+  C (CS_HITS, "hits", "block lookups found in the cache"),
+  C (CS_MISSES, "misses", "block lookups not found"),
+  C (CS_HIT_BYTES, "hit_bytes", "bytes served from the cache"),
+  C (CS_SCAN_HITS, "scan_hits", "hits by reads that were part of a scan"),
+  C (CS_SCAN_MISSES, "scan_misses", "misses by reads that were part of a scan"),
+  C (CS_FILLS, "fills", "blocks read from below into the cache"),
+  C (CS_FILL_BYTES, "fill_bytes", "bytes read from below into the cache"),
+  C (CS_FILL_WAITS, "fill_waits", "waits for a block another request was filling or writing"),
+  C (CS_BYPASS_BYTES, "bypass_bytes", "bytes read from below straight into the client's buffer"),
+  C (CS_ADMIT_REPEAT, "admit_repeat", "adaptive: admitted on a repeated read"),
+  C (CS_ADMIT_SHARED, "admit_shared", "adaptive: admitted because another connection read it"),
+  C (CS_ADMIT_FOLLOWED, "admit_followed", "adaptive: admitted because other scans follow this one"),
+  C (CS_ADMIT_PREFETCH, "admit_prefetch", "admitted by NBD_CMD_CACHE"),
+  C (CS_EVICTIONS, "evictions", "clean blocks evicted"),
+  C (CS_DIRTY_EVICTIONS, "dirty_evictions", "dirty blocks written back to make room"),
+  C (CS_STALE_FILLS, "stale_fills", "fills discarded because a write raced with them"),
+  C (CS_WRITES, "writes", "write requests"),
+  C (CS_WRITE_BYTES, "write_bytes", "bytes written by clients"),
+  C (CS_WRITE_FILLS, "write_fills", "blocks read below to complete a partial write"),
+  C (CS_WRITEBACKS, "writebacks", "dirty blocks written below"),
+  C (CS_WRITEBACK_BYTES, "writeback_bytes", "bytes written back"),
+  C (CS_FLUSHES, "flushes", "flush requests"),
+  C (CS_FUA, "fua", "writes with FUA"),
+  C (CS_TRIMS, "trims", "trim requests"),
+  C (CS_ZEROS, "zeros", "zero requests"),
+  C (CS_INVALIDATIONS, "invalidations", "blocks dropped by trim, zero or a racing write"),
+  C (CS_PREFETCHES, "prefetches", "NBD_CMD_CACHE requests"),
+  C (CS_MEMCPY_READ_BYTES, "memcpy_read_bytes", "bytes copied cache -> client buffer"),
+  C (CS_MEMCPY_WRITE_BYTES, "memcpy_write_bytes", "bytes copied client buffer -> cache"),
+  C (CS_ERRORS, "errors", "failed write-backs"),
+};
+
+static void
+print_derived (FILE *fp, void *opaque)
+{
+  uint64_t h = gm_counter_get (&cstats[CS_HITS]);
+  uint64_t m = gm_counter_get (&cstats[CS_MISSES]);
+  uint64_t sh = gm_counter_get (&cstats[CS_SCAN_HITS]);
+  uint64_t sm = gm_counter_get (&cstats[CS_SCAN_MISSES]);
+
+  fprintf (fp, CNAME ".hit_ratio %.4f\n", h + m ? (double) h / (h + m) : 0.0);
+  fprintf (fp, CNAME ".nonscan_hit_ratio %.4f\n",
+           h + m - sh - sm ? (double) (h - sh) / (h + m - sh - sm) : 0.0);
+  fprintf (fp, CNAME ".dirty_bytes %llu\n",
+           (unsigned long long) atomic_load (&tbl.ndirty) * tbl.bs);
+  fprintf (fp, CNAME ".block_size %llu\n", (unsigned long long) tbl.bs);
+  fprintf (fp, CNAME ".slots %u\n", tbl.nslots);
+  fprintf (fp, CNAME ".shards %u\n", tbl.nshards);
+  fprintf (fp, CNAME ".backing %s\n",
+           tbl.pool ? tbl.pool->mem.backing : "none");
+}
+
+void
+stats_report (void)
+{
+  if (gmblock_cache_debug_stats) {
+    gm_counters_print (stderr, CNAME, cstats, CS_COUNT);
+    print_derived (stderr, NULL);
+  }
+  if (cfg.stats_file &&
+      gm_counters_write_file (cfg.stats_file, CNAME, cstats, CS_COUNT,
+                              print_derived, NULL) == -1)
+    nbdkit_error (CNAME ": cache-stats=%s: %m", cfg.stats_file);
+}

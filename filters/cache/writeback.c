@@ -1,0 +1,301 @@
+/* gmblock-cache filter: dirty blocks and how they reach the layer below.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * A dirty block is written back whole, from its slot (no copy), under a
+ * shared hold: readers may go on reading it, writers wait, so what goes
+ * below is always one consistent version of the block.  The dirty flag
+ * is cleared when the write starts and set again if it fails.
+ *
+ * Whole-cache passes (flush, the background flusher, shutdown) collect
+ * the dirty blocks, sort them by offset and write them with WB_THREADS
+ * threads in parallel, because the layer below is synchronous per call
+ * and one write at a time would leave the disk idle.  Only one pass
+ * runs at a time; a flush that arrives during a pass waits for it and
+ * then makes its own, so it covers every write acknowledged before it.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cache.h"
+
+#define WB_THREADS 8            /* parallel writers in a pass, incl. caller */
+
+int
+lower_pwrite (const void *buf, uint32_t count, uint64_t off, uint32_t flags,
+              int *err)
+{
+  bool fua = flags & NBDKIT_FLAG_FUA;
+
+  if (fua && lower.can_fua == NBDKIT_FUA_NONE)
+    flags &= ~NBDKIT_FLAG_FUA;
+  if (lower.next->pwrite (lower.next, buf, count, off, flags, err) == -1)
+    return -1;
+  if (fua && lower.can_fua == NBDKIT_FUA_NONE)
+    return lower_flush (err);
+  return 0;
+}
+
+int
+lower_flush (int *err)
+{
+  if (!lower.can_flush)
+    return 0;
+  return lower.next->flush (lower.next, 0, err);
+}
+
+int
+slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err)
+{
+  struct slot *sl = &tbl.slots[s];
+  uint64_t b = sl->blk;
+  int r;
+
+  sl->shared++;
+  sl->wb = true;
+  sl->dirty = false;
+  atomic_fetch_sub (&tbl.ndirty, 1);
+  pthread_mutex_unlock (&sh->lock);
+  r = lower_pwrite (slot_mem (s), blk_len (b), blk_off (b), flags, err);
+  pthread_mutex_lock (&sh->lock);
+  sl->shared--;
+  sl->wb = false;
+  if (r == -1) {
+    if (!sl->dirty) {
+      sl->dirty = true;
+      atomic_fetch_add (&tbl.ndirty, 1);
+    }
+    CCOUNT (CS_ERRORS, 1);
+  }
+  else {
+    CCOUNT (CS_WRITEBACKS, 1);
+    CCOUNT (CS_WRITEBACK_BYTES, blk_len (b));
+  }
+  shard_wake (sh);
+  return r;
+}
+
+struct wb_result {
+  _Atomic int err;              /* first error, 0 if none */
+};
+
+/* Write back one resident block if dirty; wait for one in flight. */
+static bool
+wb_one (struct shard *sh, uint32_t s, void *opaque)
+{
+  struct wb_result *res = opaque;
+  struct slot *sl = &tbl.slots[s];
+  int err = 0, zero = 0;
+
+  if (!sl->dirty && !sl->wb)
+    return true;
+  if (sl->wb || sl->excl) {
+    shard_wait (sh);
+    return false;
+  }
+  if (slot_write_back (sh, s, 0, &err) == -1)
+    atomic_compare_exchange_strong (&res->err, &zero, err ? err : EIO);
+  return true;
+}
+
+/* ---- whole-cache passes ---- */
+static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t *pass_blocks;
+static uint32_t pass_n;
+static _Atomic uint32_t pass_next;
+static struct wb_result pass_res;
+
+static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hwork = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t hdone = PTHREAD_COND_INITIALIZER;
+static unsigned pass_gen, helpers_busy, nhelpers;
+static bool stopping, kicked;
+static pthread_t helpers[WB_THREADS - 1], flusher;
+static bool flusher_running;
+static pthread_cond_t fcond = PTHREAD_COND_INITIALIZER;
+
+static int
+cmp_u64 (const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+  return x < y ? -1 : x > y;
+}
+
+static void
+pass_work (void)
+{
+  uint32_t i;
+  while ((i = atomic_fetch_add (&pass_next, 1)) < pass_n)
+    visit_range (pass_blocks[i], pass_blocks[i], wb_one, &pass_res);
+}
+
+static void *
+helper_main (void *arg)
+{
+  unsigned seen = 0;
+
+  pthread_mutex_lock (&hlock);
+  for (;;) {
+    while (!stopping && pass_gen == seen)
+      pthread_cond_wait (&hwork, &hlock);
+    if (stopping)
+      break;
+    seen = pass_gen;
+    pthread_mutex_unlock (&hlock);
+    pass_work ();
+    pthread_mutex_lock (&hlock);
+    if (--helpers_busy == 0)
+      pthread_cond_broadcast (&hdone);
+  }
+  pthread_mutex_unlock (&hlock);
+  return NULL;
+}
+
+/* Write back everything dirty in the cache.  Returns 0 or -1, *err. */
+static int
+writeback_all (int *err)
+{
+  int e;
+
+  pthread_mutex_lock (&pass_lock);
+  pass_n = 0;
+  for (uint32_t k = 0; k < tbl.nshards; k++) {
+    struct shard *sh = &tbl.shards[k];
+    pthread_mutex_lock (&sh->lock);
+    for (uint32_t s = sh->base; s < sh->base + sh->nslots; s++)
+      if (tbl.slots[s].dirty || tbl.slots[s].wb)
+        pass_blocks[pass_n++] = tbl.slots[s].blk;
+    pthread_mutex_unlock (&sh->lock);
+  }
+  qsort (pass_blocks, pass_n, sizeof *pass_blocks, cmp_u64);
+  atomic_store (&pass_next, 0);
+  atomic_store (&pass_res.err, 0);
+
+  if (pass_n > 1 && nhelpers > 0) {
+    pthread_mutex_lock (&hlock);
+    helpers_busy = nhelpers;
+    pass_gen++;
+    pthread_cond_broadcast (&hwork);
+    pthread_mutex_unlock (&hlock);
+    pass_work ();
+    pthread_mutex_lock (&hlock);
+    while (helpers_busy > 0)
+      pthread_cond_wait (&hdone, &hlock);
+    pthread_mutex_unlock (&hlock);
+  }
+  else
+    pass_work ();
+  e = atomic_load (&pass_res.err);
+  pthread_mutex_unlock (&pass_lock);
+  if (e) {
+    *err = e;
+    return -1;
+  }
+  return 0;
+}
+
+int
+writeback_range (uint64_t b0, uint64_t b1, int *err)
+{
+  struct wb_result res = { 0 };
+
+  if (tbl.slots == NULL)
+    return 0;
+  if (b0 == 0 && b1 == UINT64_MAX)
+    return writeback_all (err);
+  visit_range (b0, b1, wb_one, &res);
+  if (res.err) {
+    *err = res.err;
+    return -1;
+  }
+  return 0;
+}
+
+/* The background flusher: every flush interval, or sooner when writers
+ * say a quarter of the cache is dirty, write back everything dirty.
+ * It keeps clean blocks available for eviction and bounds what an
+ * unsafe-mode crash can lose.
+ */
+static void *
+flusher_main (void *arg)
+{
+  pthread_mutex_lock (&hlock);
+  while (!stopping) {
+    struct timespec ts;
+    clock_gettime (CLOCK_REALTIME, &ts);
+    ts.tv_sec += cfg.flush_interval_ms / 1000;
+    ts.tv_nsec += (long) (cfg.flush_interval_ms % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+    if (!kicked)
+      pthread_cond_timedwait (&fcond, &hlock, &ts);
+    kicked = false;
+    if (stopping)
+      break;
+    pthread_mutex_unlock (&hlock);
+    if (atomic_load (&tbl.ndirty) > 0) {
+      int err;
+      if (writeback_all (&err) == -1)
+        nbdkit_debug (CNAME ": background write-back failed: %s "
+                      "(the blocks stay dirty)", strerror (err));
+    }
+    pthread_mutex_lock (&hlock);
+  }
+  pthread_mutex_unlock (&hlock);
+  return NULL;
+}
+
+void
+writeback_kick (void)
+{
+  pthread_mutex_lock (&hlock);
+  kicked = true;
+  pthread_cond_signal (&fcond);
+  pthread_mutex_unlock (&hlock);
+}
+
+int
+writeback_start (void)
+{
+  int e;
+
+  pass_blocks = malloc (sizeof *pass_blocks * (tbl.nslots ? tbl.nslots : 1));
+  if (pass_blocks == NULL) {
+    nbdkit_error (CNAME ": out of memory");
+    return -1;
+  }
+  for (nhelpers = 0; nhelpers < WB_THREADS - 1; nhelpers++)
+    if ((e = pthread_create (&helpers[nhelpers], NULL, helper_main, NULL))) {
+      nbdkit_error (CNAME ": pthread_create: %s", strerror (e));
+      return -1;
+    }
+  if (cfg.writes_back) {
+    if ((e = pthread_create (&flusher, NULL, flusher_main, NULL))) {
+      nbdkit_error (CNAME ": pthread_create: %s", strerror (e));
+      return -1;
+    }
+    flusher_running = true;
+  }
+  return 0;
+}
+
+void
+writeback_stop (void)
+{
+  pthread_mutex_lock (&hlock);
+  stopping = true;
+  pthread_cond_broadcast (&hwork);
+  pthread_cond_broadcast (&fcond);
+  pthread_mutex_unlock (&hlock);
+  if (flusher_running)
+    pthread_join (flusher, NULL);
+  flusher_running = false;
+  for (unsigned i = 0; i < nhelpers; i++)
+    pthread_join (helpers[i], NULL);
+  nhelpers = 0;
+  free (pass_blocks);
+  pass_blocks = NULL;
+}
