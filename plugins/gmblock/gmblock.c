@@ -18,6 +18,7 @@
 
 #define DEFAULT_POOL (32u * 1024 * 1024)
 #define BATCH_MAX (8u * 1024 * 1024)
+#define TAIL_GRAIN (64u * 1024)        /* >= any page or fs block size */
 
 struct gmblock gm = {
   .direct = true,
@@ -128,11 +129,11 @@ setup_alignment (void)
   }
   gm.direct_end = gm_round_down (gm.size, gm.align);
   if (gm.direct_end < gm.size) {
-    /* A partial last block: its whole page is served buffered (io.c). */
-    long page = sysconf (_SC_PAGESIZE);
-    if (page < (long) gm.align)
-      page = gm.align;
-    gm.direct_end = gm_round_down (gm.size, page);
+    /* A partial last block: the 64K holding it is served buffered, so
+     * no page or filesystem block mixes O_DIRECT and buffered writes
+     * (see io.c).
+     */
+    gm.direct_end = gm_round_down (gm.size, TAIL_GRAIN);
     gm.fd_buffered = open (gm.file, (gm.writable ? O_RDWR : O_RDONLY) |
                            O_CLOEXEC);
     if (gm.fd_buffered == -1) {

@@ -13,11 +13,13 @@
  *
  * A file whose size is not a multiple of the block size has a partial
  * last block, which O_DIRECT cannot write without extending the file.
- * Everything from the start of the page holding it (gm.direct_end) to
- * the end of the file is read and written through a second, buffered
- * descriptor.  A whole page, not just the block: O_DIRECT writes to a
- * page that buffered writes keep dirtying race with the kernel's page
- * invalidation and fail, so the two paths never share a page.
+ * Everything from the 64K boundary before it (gm.direct_end) to the end
+ * of the file is read and written through a second, buffered
+ * descriptor.  A whole 64K, not just the block: an O_DIRECT write to a
+ * page (or filesystem block) that buffered writes keep dirtying races
+ * with the kernel's page invalidation, failing or being undone by later
+ * writeback (found by tests/test-concurrency-rmw.sh), so the two paths
+ * never share a page or a filesystem block.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -204,30 +206,6 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
   return err;
 }
 
-/* The partial last block of a file is written through the page cache,
- * and the page (and filesystem block) holding it also holds the last
- * aligned blocks, which are written with O_DIRECT.  A buffered write
- * that reads that page while an O_DIRECT write to it is in flight
- * leaves a dirty page with the old bytes: the O_DIRECT write then
- * fails to invalidate it (a short write, seen as EIO) or its writeback
- * later undoes the O_DIRECT write.  So a write that touches the last
- * TAIL_GRAIN bytes before direct_end, or the tail, locks all of that:
- * such writes are serialised.  64K covers any page or ext4 block size.
- */
-#define TAIL_GRAIN (64 * 1024)
-
-static void
-tail_lock_bounds (uint64_t *lo, uint64_t *hi)
-{
-  uint64_t tail = gm_round_down (gm.direct_end, TAIL_GRAIN);
-
-  if (gm.direct_end < gm.size && *hi > tail) {
-    if (*lo > tail)
-      *lo = tail;
-    *hi = gm_round_up (gm.size, gm.align);
-  }
-}
-
 /* Write [offset, offset+count) from buf in whatever way the mode and
  * the region need.  Returns 0 or an errno.
  */
@@ -236,8 +214,6 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
 {
   uint64_t end = offset + count;
   uint64_t split = end < gm.direct_end ? end : gm.direct_end;
-  uint64_t lo = gm_round_down (offset, gm.align);
-  uint64_t hi = gm_round_up (end, gm.align);
   struct gm_range r;
   int err = 0;
 
@@ -248,8 +224,8 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
     return err;
   }
 
-  tail_lock_bounds (&lo, &hi);
-  gm_range_lock (&gm.locks, &r, lo, hi, true);
+  gm_range_lock (&gm.locks, &r, gm_round_down (offset, gm.align),
+                 gm_round_up (end, gm.align), true);
   if (offset < split)
     err = direct_write (buf, split - offset, offset, rwf);
   if (err == 0 && end > split) {
