@@ -87,7 +87,7 @@ P(f"- Repetitions: {meta['runs']} per case, interleaved (each repetition runs ev
   f"for each workload; the starting server rotates); tables show medians. fio cases {meta['dur']} s, "
   f"RSS cases {meta['rss_dur']} s; sequential reads copy the whole export (1 GiB RAM device, 2 GiB file).")
 P(f"- Machine: {meta['nproc']} CPUs ({meta['cpu']}), {meta['mem']} RAM, kernel {meta['kernel']}")
-P(f"- Tree: {meta['git']}, plugin sha256 {meta['plugin_sha256']}…")
+P(f"- Tree: {meta['git']}; the built plugin was snapshotted at start (sha256 {meta['plugin_sha256']}…) and used for the whole run")
 P("- Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()))
 if meta.get("packages"):
     P("- Debian packages: " + ", ".join(f"{k} {v}" for k, v in meta["packages"].items()))
@@ -120,8 +120,9 @@ def le_cpu(what, t, gm_s, peer_s, wl):
     ok = ratio <= 1.0
     tg.append((t, what, f"{a:.2f} / {b:.2f} s/GiB", ratio, "<= 1.00x", ok, 0 if ok else ratio - 1.0))
 
-gm_direct = [s for s in sorted({r["server"] for r in rows}) if s.startswith("gmblock") and s != "gmblock-pc"]
-gm_direct.sort(key=lambda s: (s != "gmblock", s))
+variant_order = [v.split(":")[0] for v in meta.get("gm_variants", [])]
+gm_direct = [s for s in {r["server"] for r in rows} if s.startswith("gmblock") and s != "gmblock-pc"]
+gm_direct.sort(key=lambda s: (variant_order.index(s) if s in variant_order else 99, s))
 for g in gm_direct:
     n = nice(g)
     ge(f"{n} vs qemu-nbd cache=none io_uring, RAM, 4k randread QD32 IOPS", "ram", g, "qemu-none", "rr32", 1.1)
