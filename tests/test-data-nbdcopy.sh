@@ -8,7 +8,7 @@
 . "$(dirname "$0")/functions.sh"
 require nbdcopy losetup cmp
 
-size=32M
+size=16M
 randfile "$T/orig.img" "$size"
 randfile "$T/odd-orig.img" 10000001
 
