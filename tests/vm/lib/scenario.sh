@@ -36,6 +36,7 @@ scenario_job() {
 }
 
 scenario_run() (
+    set -f     # disk specs and URIs are split on spaces, never globbed
     name=$1
     script=$VM_DIR/scenarios/$name.sh
     dir=$VM_CACHE/runs/$name
