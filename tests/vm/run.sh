@@ -4,7 +4,8 @@
 # summary. Usage: tests/vm/run.sh [scenario...]   (default: all of them)
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
-# overrides every scenario's time limit, VM_CACHE moves the cache.
+# overrides every scenario's time limit, LAB_BUDGET (seconds, default
+# 1140) bounds the whole lab, VM_CACHE moves the cache.
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/kernel.sh"
 . "$VM_DIR/lib/initramfs.sh"
@@ -12,12 +13,19 @@
 . "$VM_DIR/lib/boot.sh"
 . "$VM_DIR/lib/scenario.sh"
 
+# Whatever stops the lab before the summary still ends in a FAIL line.
+summary_done=
+trap '[ -n "$summary_done" ] || {
+    echo "FAIL guest-lab (the lab could not run: see the messages above)"
+    echo "0 passed, 1 failed"; }' EXIT
+
 if [ "${SKIP_VM:-0}" = 1 ]; then
     if in_ci; then
         say "SKIP_VM=1 is ignored under CI: the guest lab always runs there"
     else
-        echo "SKIP guest lab (SKIP_VM=1)"
+        echo "SKIP guest-lab (SKIP_VM=1 set: the guest lab was not run)"
         echo "0 passed, 0 failed, 1 skipped"
+        summary_done=1
         exit 0
     fi
 fi
@@ -37,14 +45,21 @@ if [ "${LAB_PLUGIN:-gmblock}" = gmblock ] &&
     ! [ -f "$REPO/plugins/gmblock/nbdkit-gmblock-plugin.so" ]; then
     die "the gmblock plugin is not built: run make at the top of the tree first"
 fi
+# One lab at a time per cache: runs share the scenario folders.
+exec 9>"$VM_CACHE/.lock"
+flock -n 9 || { say "waiting for another guest lab run to finish"; flock 9; }
 kernel_prepare
 initramfs_prepare
 dataset_prepare
 
+# The whole lab must end within 20 minutes even if every guest hangs:
+# each scenario gets at most what is left of LAB_BUDGET seconds.
+LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-1140}))
 passed=0 failed=0 t0=$(date +%s)
 for n in $names; do
     if scenario_run "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
 done
 say "guest lab took $(($(date +%s) - t0)) s"
 echo "$passed passed, $failed failed"
+summary_done=1
 [ "$failed" = 0 ]

@@ -45,11 +45,20 @@ scenario_run() (
     disks=$(header "$script" lab-disks)
     limit=${LAB_TIMEOUT:-$(header "$script" lab-timeout)}
     limit=${limit:-300}
+    left=$((LAB_DEADLINE - $(date +%s)))
+    if [ "$left" -lt 30 ]; then
+        echo "FAIL $name (the lab's time budget is spent, log: none)"
+        return 1
+    fi
+    [ "$limit" -le "$left" ] || limit=$left
     HOST_DISKS=
     host_before() { :; }
     host_after() { :; }
     host_cleanup() { :; }
     [ -f "$VM_DIR/scenarios/$name.host.sh" ] && . "$VM_DIR/scenarios/$name.host.sh"
+    # Host-side servers must not outlive the scenario, even on ^C.
+    trap 'host_cleanup "$dir" >>"$dir/host.log" 2>&1' EXIT
+    trap 'exit 130' INT TERM
     scenario_job "$name" >"$dir/out/job"
 
     start=$(date +%s) reason= log=$dir/console.log
@@ -74,7 +83,6 @@ scenario_run() (
             reason="host check: $(cat "$dir/host.reason" 2>/dev/null || echo failed)"
         fi
     fi
-    host_cleanup "$dir" >>"$dir/host.log" 2>&1
     say "$name took $(($(date +%s) - start)) s"
     if [ -n "$reason" ]; then
         echo "FAIL $name ($reason, log: $log)"
