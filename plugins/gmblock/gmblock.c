@@ -175,6 +175,8 @@ probe_fixed_buffers (void)
            size, strerror (-r), lim);
 }
 
+static bool engine_started;     /* gm_engine_init succeeded */
+
 static int
 gm_get_ready (void)
 {
@@ -192,6 +194,7 @@ gm_get_ready (void)
   gm_rangelock_init (&gm.locks);
   if (gm_engine_init () == -1)
     return -1;
+  engine_started = true;
 
   if (gm.direct) {
     gm.pool = gm_pool_create (gm.pool_size, gm.hugepages, err, sizeof err);
@@ -231,7 +234,11 @@ gm_unload (void)
 {
   if (gm.fd >= 0)
     gm_stats_report ();
-  gm_engine_cleanup ();
+  /* Not after a configuration error: the ring key was never created,
+   * and deleting key 0 would delete somebody else's (nbdkit's).
+   */
+  if (engine_started)
+    gm_engine_cleanup ();
   gm_pool_destroy (gm.pool);
   if (gm.fd >= 0) {
     gm_rangelock_destroy (&gm.locks);
