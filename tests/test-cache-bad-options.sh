@@ -1,0 +1,50 @@
+#!/bin/bash
+# gmblock-cache: bad options stop nbdkit at start-up with a message that
+# names the option, the value and what is accepted; the edges of the
+# accepted ranges start.  Unknown keys still reach the plugin, which
+# rejects them.
+. "$(dirname "$0")/functions.sh"
+
+randfile "$T/disk.img" 4M
+f=file=$T/disk.img
+c=--filter=gmblock-cache
+
+start_fails mode 'gmblock-cache:' 'cache-mode=fast' 'bypass, read, writethrough, writeback, unsafe or adaptive' \
+    -- $c gmblock "$f" cache-mode=fast
+start_fails mode_empty 'gmblock-cache:' 'cache-mode=:' 'unknown mode' -- $c gmblock "$f" cache-mode=
+for v in banana -1 12Q '' 1.5M 0% 101% 99999999999999999999999; do
+    start_fails "size_${v//[^a-zA-Z0-9]/_}" 'gmblock-cache:' "cache-size=$v" \
+        'size such as 512M|percentage' -- $c gmblock "$f" "cache-size=$v"
+done
+start_fails size_small 'gmblock-cache:' 'cache-size=512K is too small' '8 blocks of 64K, at least 16' \
+    -- $c gmblock "$f" cache-size=512K
+start_fails size_small_bs 'gmblock-cache:' 'cache-size=1M is too small' 'blocks of 1M' \
+    -- $c gmblock "$f" cache-size=1M cache-block-size=1M
+start_fails size_huge 'gmblock-cache:' 'larger than RAM' -- $c gmblock "$f" cache-size=1000T
+for v in 3000 48K 2K 32M banana 0 ''; do
+    start_fails "bs_${v:-empty}" 'gmblock-cache:' "cache-block-size=$v" 'power of two from 4K to 16M' \
+        -- $c gmblock "$f" "cache-block-size=$v"
+done
+start_fails aw 'gmblock-cache:' 'adaptive-writes=sometimes' 'around or back' \
+    -- $c gmblock "$f" adaptive-writes=sometimes
+start_fails scan 'gmblock-cache:' 'adaptive-scan=0' 'must not be zero' -- $c gmblock "$f" adaptive-scan=0
+start_fails scan2 'gmblock-cache:' 'adaptive-scan=x' -- $c gmblock "$f" adaptive-scan=x
+for v in 0 -1 soon 7200; do
+    start_fails "wbi_${v//-/m}" 'gmblock-cache:' "writeback-interval=$v" '0.01 to 3600' \
+        -- $c gmblock "$f" "writeback-interval=$v"
+done
+start_fails huge 'gmblock-cache:' 'cache-hugepages=maybe' 'auto, on or off' \
+    -- $c gmblock "$f" cache-hugepages=maybe
+# Not ours: the plugin names it.
+start_fails unknown 'gmblock:' "unknown parameter 'foo'" -- $c gmblock "$f" foo=bar
+
+# Accepted edges: 16 blocks exactly, 4K and 16M blocks, a percentage.
+for opts in "cache-size=1M" "cache-size=64K cache-block-size=4K" \
+            "cache-size=256M cache-block-size=16M" "cache-size=1%" \
+            "cache-mode=bypass cache-size=1K" "writeback-interval=0.01 cache-mode=writeback cache-size=1M"; do
+    # shellcheck disable=SC2086
+    start_server ok $c gmblock "$f" $opts
+    nbdcopy "$(uri ok)" "$T/out.img" && cmp "$T/out.img" "$T/disk.img" || fail "$opts: data differs"
+    stop_server ok
+    info "accepted: $opts"
+done
