@@ -93,7 +93,7 @@ open_file (void)
     return -1;
   }
   if (gm.fd == -1) {
-    nbdkit_error (GM_NAME ": open: %s: %m", gm.file);
+    nbdkit_error (GM_NAME ": file=%s: cannot open it: %m", gm.file);
     return -1;
   }
   return 0;
