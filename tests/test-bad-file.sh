@@ -37,7 +37,7 @@ EOS
 chmod 0755 "$T/nbdkit-nobody"
 NBDKIT=$T/nbdkit-nobody
 for d in true false; do
-    start_fails unreadable-$d 'gmblock:' "$T/secret.img" 'Permission denied' \
+    start_fails unreadable-$d 'gmblock:' "file=$T/secret.img" 'Permission denied' \
         -- gmblock file="$T/secret.img" direct=$d
 done
 # The same wrapper serves a file nobody may read: the failure above is
