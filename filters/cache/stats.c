@@ -6,11 +6,13 @@
 
 #include "cache.h"
 
-/* nbdkit sets NAME_debug_FLAG for -D NAME.FLAG=1; our name contains a
- * '-', which C identifiers cannot, hence the assembler name.
+/* nbdkit sets NAME_debug_FLAG for -D NAME.FLAG=1.  Our name contains a
+ * '-', which C identifiers cannot, so the exported name is an
+ * assembler alias of the variable.
  */
-NBDKIT_DLL_PUBLIC int gmblock_cache_debug_stats
-  __asm__ ("\"gmblock-cache_debug_stats\"") = 0;
+NBDKIT_DLL_PUBLIC int gmblock_cache_debug_stats = 0;
+__asm__ (".globl \"gmblock-cache_debug_stats\"\n"
+         ".set \"gmblock-cache_debug_stats\", gmblock_cache_debug_stats");
 
 #define C(id, name, help) [id] = { name, help, 0 }
 struct gm_counter cstats[CS_COUNT] = {
