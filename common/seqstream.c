@@ -1,0 +1,395 @@
+/* gmblock: sequential stream detection and readahead windows.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <string.h>
+
+#include "seqstream.h"
+#include "sizes.h"
+
+enum retire_why { R_NORMAL, R_EVICT, R_INVALIDATE };
+
+void
+gm_seq_init (struct gm_seq_table *t, struct gm_seq_stream *streams,
+             unsigned n, const struct gm_seq_config *cfg)
+{
+  memset (t, 0, sizeof *t);
+  memset (streams, 0, n * sizeof *streams);
+  t->cfg = *cfg;
+  t->s = streams;
+  t->n = n;
+  t->next_win_id = 1;
+}
+
+uint64_t
+gm_seq_first_window (const struct gm_seq_config *c, uint32_t len)
+{
+  uint64_t w = gm_next_power_of_2 ((uint64_t) len * 4);
+
+  if (w < c->ra_min)
+    w = c->ra_min;
+  if (w > c->ra_max)
+    w = c->ra_max;
+  return w;
+}
+
+static inline uint64_t
+overlap (uint64_t a0, uint64_t a1, uint64_t b0, uint64_t b1)
+{
+  uint64_t lo = a0 > b0 ? a0 : b0, hi = a1 < b1 ? a1 : b1;
+  return hi > lo ? hi - lo : 0;
+}
+
+static inline uint64_t
+slack_for (const struct gm_seq_config *c, uint32_t len)
+{
+  uint64_t s = (uint64_t) len * c->slack_reqs;
+  return s > c->slack_min ? s : c->slack_min;
+}
+
+/* Close a window's ledger: every byte it was queued for is classified
+ * exactly once, then the slot is free.
+ */
+static void
+retire (struct gm_seq_table *t, struct gm_seq_window *w, enum retire_why why)
+{
+  struct gm_seq_ledger *l = &t->ledger;
+  uint64_t useful = w->consumed < w->issued ? w->consumed : w->issued;
+  uint64_t unread = w->issued - useful;
+
+  l->useful += useful;
+  l->cancelled += w->len - w->issued;
+  if (w->failed)
+    l->failed += unread;
+  else if (why == R_INVALIDATE)
+    l->invalidated += unread;
+  else
+    l->wasted += unread;
+  memset (w, 0, sizeof *w);
+}
+
+static void
+retire_if_finished (struct gm_seq_table *t, struct gm_seq_stream *s,
+                    struct gm_seq_window *w)
+{
+  if (w->state == GM_WIN_QUEUED && w->pieces_left == 0) {
+    retire (t, w, R_NORMAL);    /* every piece was skipped */
+    return;
+  }
+  if (w->state != GM_WIN_DONE)
+    return;
+  if (w->failed || w->consumed >= w->issued ||
+      s->next >= w->start + w->len + t->cfg.slack_min)
+    retire (t, w, R_NORMAL);
+}
+
+static void
+reset_stream (struct gm_seq_table *t, struct gm_seq_stream *s,
+              uint64_t offset, uint32_t len)
+{
+  for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++)
+    if (s->win[i].state != GM_WIN_FREE)
+      retire (t, &s->win[i], R_EVICT);
+  memset (s, 0, sizeof *s);
+  s->live = true;
+  s->next = offset + len;
+  s->run = len;
+  s->last_use = t->tick;
+}
+
+static bool
+replaceable (const struct gm_seq_table *t, const struct gm_seq_stream *s)
+{
+  return s->hits < t->cfg.confirm || t->tick - s->last_use > t->cfg.stale_ticks;
+}
+
+/* A free slot; else the least recently used candidate or idle stream;
+ * else the least recently used of all.  Sequential streams therefore
+ * survive a storm of random reads that only churns candidates.
+ */
+static unsigned
+pick_victim (const struct gm_seq_table *t)
+{
+  unsigned lru = 0, lru_weak = t->n;
+
+  for (unsigned i = 0; i < t->n; i++) {
+    const struct gm_seq_stream *s = &t->s[i];
+    if (!s->live)
+      return i;
+    if (s->last_use < t->s[lru].last_use)
+      lru = i;
+    if (replaceable (t, s) &&
+        (lru_weak == t->n || s->last_use < t->s[lru_weak].last_use))
+      lru_weak = i;
+  }
+  return lru_weak < t->n ? lru_weak : lru;
+}
+
+/* Candidates must be continued closely (a few request sizes): random
+ * reads landing near each other by chance then almost never confirm
+ * one.  Confirmed streams tolerate the wider reordering of deep queues.
+ */
+static int
+find_stream (const struct gm_seq_table *t, uint64_t offset, uint32_t len)
+{
+  uint64_t wide = slack_for (&t->cfg, len), best_dist = UINT64_MAX;
+  uint64_t close = (uint64_t) len * GM_SEQ_CANDIDATE_REQS;
+  int best = -1;
+
+  for (unsigned i = 0; i < t->n; i++) {
+    const struct gm_seq_stream *s = &t->s[i];
+    uint64_t dist, slack = s->hits < t->cfg.confirm ? close : wide;
+    if (!s->live || offset + slack < s->next || offset > s->next + slack)
+      continue;
+    dist = offset > s->next ? offset - s->next : s->next - offset;
+    if (dist < best_dist) {
+      best_dist = dist;
+      best = i;
+    }
+  }
+  return best;
+}
+
+/* Trim [*start, *start + *len) to what no live window of another
+ * stream already covers.  Returns the bytes trimmed.
+ */
+static uint64_t
+dedup (const struct gm_seq_table *t, unsigned self, uint64_t *start,
+       uint64_t *len)
+{
+  uint64_t trimmed = 0;
+  bool changed = true;
+
+  while (changed && *len > 0) {
+    changed = false;
+    for (unsigned i = 0; i < t->n && *len > 0; i++) {
+      if (i == self || !t->s[i].live)
+        continue;
+      for (unsigned j = 0; j < GM_SEQ_WINDOWS && *len > 0; j++) {
+        const struct gm_seq_window *w = &t->s[i].win[j];
+        uint64_t a = *start, b = *start + *len;
+        uint64_t wa = w->start, wb = w->start + w->len;
+        if (w->state == GM_WIN_FREE || overlap (a, b, wa, wb) == 0)
+          continue;
+        if (wa <= a) {          /* covers the front (or all) */
+          uint64_t cut = (wb < b ? wb : b) - a;
+          *start += cut;
+          *len -= cut;
+          trimmed += cut;
+        }
+        else {                  /* covers the back */
+          trimmed += b - wa;
+          *len = wa - a;
+        }
+        changed = true;
+      }
+    }
+  }
+  return trimmed;
+}
+
+static struct gm_seq_window *
+free_window (struct gm_seq_table *t, struct gm_seq_stream *s)
+{
+  struct gm_seq_window *oldest = NULL;
+
+  for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++) {
+    struct gm_seq_window *w = &s->win[i];
+    if (w->state == GM_WIN_FREE)
+      return w;
+    if (w->state == GM_WIN_DONE && (oldest == NULL || w->start < oldest->start))
+      oldest = w;
+  }
+  if (oldest)
+    retire (t, oldest, R_NORMAL);
+  return oldest;
+}
+
+bool
+gm_seq_read (struct gm_seq_table *t, uint64_t offset, uint32_t len,
+             uint64_t room, struct gm_seq_issue *issue)
+{
+  const struct gm_seq_config *c = &t->cfg;
+  uint64_t end = offset + len, size, start, wlen;
+  struct gm_seq_stream *s;
+  struct gm_seq_window *w;
+  int i;
+
+  t->tick++;
+  i = find_stream (t, offset, len);
+  if (i < 0) {
+    reset_stream (t, &t->s[pick_victim (t)], offset, len);
+    return false;
+  }
+  s = &t->s[i];
+  s->hits++;
+  s->run += len;
+  s->last_use = t->tick;
+  if (end > s->next)
+    s->next = end;
+  t->seq_reads++;
+
+  for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++) {
+    w = &s->win[j];
+    if (w->state == GM_WIN_INFLIGHT || w->state == GM_WIN_DONE) {
+      w->consumed += overlap (offset, end, w->start, w->start + w->len);
+      if (w->consumed > w->len)
+        w->consumed = w->len;
+    }
+    retire_if_finished (t, s, w);
+  }
+
+  if (s->hits < c->confirm)
+    return false;
+  if (!s->detected) {
+    s->detected = true;
+    t->detected++;
+  }
+
+  if (s->win_size == 0 || s->next > s->pf_end) {
+    /* First window, or the reader outran the prefetch. */
+    size = s->win_size ? s->win_size : gm_seq_first_window (c, len);
+    start = gm_round_up (s->next, c->align);
+  }
+  else if (s->next > s->trigger) {
+    size = s->win_size * 2 > c->ra_max ? c->ra_max : s->win_size * 2;
+    start = s->pf_end;
+  }
+  else
+    return false;
+
+  if (start >= c->size)
+    return false;
+  wlen = size;
+  if (wlen > c->size - start)
+    wlen = c->size - start;
+  if (wlen > room) {
+    wlen = gm_round_down (room, c->align);
+    if (wlen == 0)
+      return false;             /* the queue is full: try again later */
+  }
+  w = free_window (t, s);
+  if (w == NULL)
+    return false;               /* all windows still in flight */
+
+  s->win_size = size;
+  s->pf_end = start + wlen;
+  s->trigger = start;
+
+  issue->stream = i;
+  issue->win = NULL;
+  issue->dedup = dedup (t, i, &start, &wlen);
+  issue->start = start;
+  issue->len = wlen;
+  if (wlen == 0)
+    return true;                /* another stream prefetches all of it */
+  w->state = GM_WIN_QUEUED;
+  w->start = start;
+  w->len = wlen;
+  w->id = t->next_win_id++;
+  if (w->id == 0)
+    w->id = t->next_win_id++;
+  issue->win = w;
+  t->ledger.queued += wlen;
+  return true;
+}
+
+static struct gm_seq_window *
+lookup (struct gm_seq_table *t, unsigned stream, uint32_t id,
+        struct gm_seq_stream **sp)
+{
+  struct gm_seq_stream *s;
+
+  if (stream >= t->n)
+    return NULL;
+  s = &t->s[stream];
+  for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++)
+    if (s->win[i].state != GM_WIN_FREE && s->win[i].id == id) {
+      *sp = s;
+      return &s->win[i];
+    }
+  return NULL;
+}
+
+bool
+gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
+              uint64_t piece_off, uint64_t piece_len)
+{
+  struct gm_seq_stream *s;
+  struct gm_seq_window *w = lookup (t, stream, id, &s);
+
+  if (w == NULL)
+    return false;               /* dropped: already accounted */
+  if (s->next >= piece_off + piece_len ||
+      t->tick - s->last_use > t->cfg.stale_ticks) {
+    /* The reader got there first, or went away. */
+    w->skipped += piece_len;
+    w->pieces_left--;
+    if (w->pieces_left == 0 && w->state == GM_WIN_INFLIGHT)
+      w->state = GM_WIN_DONE;
+    retire_if_finished (t, s, w);
+    return false;
+  }
+  w->issued += piece_len;
+  w->state = GM_WIN_INFLIGHT;
+  return true;
+}
+
+void
+gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id, bool ok)
+{
+  struct gm_seq_stream *s;
+  struct gm_seq_window *w = lookup (t, stream, id, &s);
+
+  if (w == NULL)
+    return;
+  if (!ok)
+    w->failed = true;
+  w->pieces_left--;
+  if (w->pieces_left == 0)
+    w->state = GM_WIN_DONE;
+  retire_if_finished (t, s, w);
+}
+
+uint64_t
+gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len)
+{
+  uint64_t before = t->ledger.invalidated + t->ledger.cancelled;
+  uint64_t end = offset + len;
+
+  for (unsigned i = 0; i < t->n; i++) {
+    struct gm_seq_stream *s = &t->s[i];
+    uint64_t from = UINT64_MAX;
+
+    if (!s->live)
+      continue;
+    /* The earliest window ahead of the reader that the change hits. */
+    for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++) {
+      struct gm_seq_window *w = &s->win[j];
+      uint64_t we = w->start + w->len;
+      if (w->state != GM_WIN_FREE && we > s->next &&
+          overlap (offset, end, w->start, we) > 0 && w->start < from)
+        from = w->start;
+    }
+    if (from == UINT64_MAX)
+      continue;
+    for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++)
+      if (s->win[j].state != GM_WIN_FREE && s->win[j].start >= from)
+        retire (t, &s->win[j], R_INVALIDATE);
+    /* Prefetch again from there (not behind the reader) on its next read. */
+    if (from < gm_round_down (s->next, t->cfg.align))
+      from = gm_round_down (s->next, t->cfg.align);
+    if (from < s->pf_end)
+      s->pf_end = from;
+    s->trigger = 0;
+  }
+  return t->ledger.invalidated + t->ledger.cancelled - before;
+}
+
+void
+gm_seq_retire_all (struct gm_seq_table *t)
+{
+  for (unsigned i = 0; i < t->n; i++)
+    for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++)
+      if (t->s[i].win[j].state != GM_WIN_FREE)
+        retire (t, &t->s[i].win[j], R_NORMAL);
+}

@@ -1,0 +1,275 @@
+/* Unit test: common/seqstream (stream detection, windows, ledger).
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdint.h>
+
+#include "seqstream.h"
+#include "unit.h"
+
+#define K 1024ull
+#define M (1024ull * 1024)
+
+static struct gm_seq_stream streams[8];
+static struct gm_seq_table t;
+
+static void
+setup (uint64_t size)
+{
+  struct gm_seq_config c = {
+    .ra_min = 64 * K, .ra_max = 1 * M, .align = 64 * K, .size = size,
+    .slack_min = 128 * K, .slack_reqs = 32, .confirm = 2,
+    .stale_ticks = 1000,
+  };
+  gm_seq_init (&t, streams, 8, &c);
+}
+
+/* Issue whatever a read asks for and complete it at once. */
+static bool
+read_and_complete (uint64_t off, uint32_t len, struct gm_seq_issue *is)
+{
+  if (!gm_seq_read (&t, off, len, UINT64_MAX, is))
+    return false;
+  if (is->win) {
+    uint32_t id = is->win->id;
+    is->win->pieces_left = 1;
+    CHECK (gm_seq_claim (&t, is->stream, id, is->start, is->len));
+    gm_seq_done (&t, is->stream, id, true);
+  }
+  return true;
+}
+
+static void
+check_ledger_balances (void)
+{
+  struct gm_seq_ledger *l = &t.ledger;
+  CHECK_EQ_U64 (l->useful + l->wasted + l->cancelled + l->invalidated +
+                l->failed, l->queued);
+}
+
+static void
+test_sequential_windows (void)
+{
+  struct gm_seq_issue is;
+  uint64_t expect_size = 64 * K, expect_start = 64 * K, windows = 0;
+
+  setup (1024 * M);
+  /* Two reads make a candidate and one continuation: no readahead yet. */
+  CHECK (!read_and_complete (0, 4096, &is));
+  CHECK (!read_and_complete (4096, 4096, &is));
+  for (uint64_t off = 8192; off < 16 * M; off += 4096) {
+    if (read_and_complete (off, 4096, &is)) {
+      CHECK_EQ_U64 (is.start, expect_start);
+      CHECK_EQ_U64 (is.len, expect_size);
+      CHECK_EQ_U64 (is.start % (64 * K), 0);
+      /* The next window is issued once the reader enters this one. */
+      CHECK (off + 4096 > expect_start - expect_size || windows == 0);
+      expect_start += expect_size;
+      expect_size = expect_size * 2 > M ? M : expect_size * 2;
+      windows++;
+    }
+  }
+  CHECK_EQ_U64 (t.detected, 1);
+  CHECK (windows >= 18);
+  /* Prefetch stays ahead of the reader, by less than three windows. */
+  CHECK (streams[0].pf_end > 16 * M && streams[0].pf_end <= 16 * M + 3 * M);
+  gm_seq_retire_all (&t);
+  check_ledger_balances ();
+  CHECK (t.ledger.useful > 15 * M);
+  CHECK (t.ledger.wasted <= 3 * M);
+}
+
+static void
+test_first_window_from_request_size (void)
+{
+  struct gm_seq_issue is;
+
+  setup (1024 * M);
+  CHECK (!read_and_complete (0, 128 * K, &is));
+  CHECK (!read_and_complete (128 * K, 128 * K, &is));
+  CHECK (read_and_complete (256 * K, 128 * K, &is));
+  CHECK_EQ_U64 (is.start, 384 * K);
+  CHECK_EQ_U64 (is.len, 512 * K);        /* 4 x 128K */
+  /* Unaligned end: the window starts at the next aligned offset. */
+  setup (1024 * M);
+  read_and_complete (1000, 3000, &is);
+  read_and_complete (4000, 3000, &is);
+  CHECK (read_and_complete (7000, 3000, &is));
+  CHECK_EQ_U64 (is.start, 64 * K);
+  CHECK_EQ_U64 (gm_seq_first_window (&t.cfg, 1), 64 * K);
+  CHECK_EQ_U64 (gm_seq_first_window (&t.cfg, 4 * M), M);
+}
+
+static void
+test_random_reads_never_prefetch (void)
+{
+  struct gm_seq_issue is;
+  uint64_t x = 88172645463325252ull;
+
+  setup (1024 * M);
+  for (int i = 0; i < 100000; i++) {
+    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
+    CHECK (!read_and_complete ((x % (1024 * M / 4096)) * 4096, 4096, &is));
+  }
+  CHECK_EQ_U64 (t.ledger.queued, 0);
+  CHECK_EQ_U64 (t.detected, 0);
+}
+
+static void
+test_interleaved_and_reordered (void)
+{
+  struct gm_seq_issue is;
+  uint64_t base[4] = { 0, 100 * M, 300 * M, 700 * M };
+  uint64_t issued[4] = { 0 };
+
+  setup (1024 * M);
+  /* Four streams, round robin, each delivered in pairs swapped (as
+   * queue depth does).
+   */
+  for (uint64_t k = 0; k < 512; k += 2)
+    for (int s = 0; s < 4; s++) {
+      uint64_t a = base[s] + k * 16 * K, b = a + 16 * K;
+      if (read_and_complete (b, 16 * K, &is))
+        issued[is.stream] += is.len;
+      if (read_and_complete (a, 16 * K, &is))
+        issued[is.stream] += is.len;
+    }
+  CHECK_EQ_U64 (t.detected, 4);
+  for (int s = 0; s < 4; s++)
+    CHECK (issued[s] >= 7 * M);     /* each read 8M */
+  /* Nothing wasted while they run; at the end only the lead is. */
+  CHECK_EQ_U64 (t.ledger.wasted, 0);
+  gm_seq_retire_all (&t);
+  check_ledger_balances ();
+  CHECK (t.ledger.wasted <= 4 * 3 * M);
+}
+
+static void
+test_sequential_survives_random_storm (void)
+{
+  struct gm_seq_issue is;
+  uint64_t x = 2463534242ull, off = 0;
+  unsigned windows = 0;
+
+  setup (1024 * M);
+  for (int i = 0; i < 2000; i++) {
+    if (read_and_complete (off, 64 * K, &is))
+      windows++;
+    off += 64 * K;
+    for (int r = 0; r < (i < 3 ? 0 : 20); r++) {      /* 20 random reads per step */
+      x ^= x << 13; x ^= x >> 17; x ^= x << 5;
+      read_and_complete (512 * M + (x % 65536) * 4096, 4096, &is);
+    }
+  }
+  CHECK_EQ_U64 (t.detected, 1);
+  CHECK (windows >= 120);               /* 125M read, 1M windows */
+  CHECK_EQ_U64 (t.ledger.queued - 2 * M < 125 * M, 1);
+}
+
+static void
+test_invalidate_rewinds (void)
+{
+  struct gm_seq_issue is;
+  uint64_t off;
+
+  setup (1024 * M);
+  for (off = 0; off < 96 * K; off += 4096)
+    read_and_complete (off, 4096, &is);
+  /* Windows [64K,128K) and [128K,256K) are prefetched. */
+  CHECK_EQ_U64 (streams[0].pf_end, 256 * K);
+  /* A write behind the reader changes nothing. */
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 0, 4096), 0);
+  /* A write ahead of it drops [128K,256K) and prefetch resumes there. */
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096), 128 * K);
+  CHECK_EQ_U64 (t.ledger.invalidated, 128 * K);
+  CHECK (read_and_complete (off, 4096, &is));
+  CHECK_EQ_U64 (is.start, 128 * K);
+  gm_seq_retire_all (&t);
+  check_ledger_balances ();
+}
+
+static void
+test_claim_skips_passed_and_dropped (void)
+{
+  struct gm_seq_issue is;
+  uint32_t id;
+
+  setup (1024 * M);
+  read_and_complete (0, 4096, &is);
+  read_and_complete (4096, 4096, &is);
+  CHECK (gm_seq_read (&t, 8192, 4096, UINT64_MAX, &is));
+  id = is.win->id;
+  is.win->pieces_left = 1;
+  /* The reader runs past the queued window before a worker gets to it. */
+  for (uint64_t off = 12288; off < 132 * K; off += 4096)
+    gm_seq_read (&t, off, 4096, 0, &is);      /* room 0: nothing queued */
+  CHECK (!gm_seq_claim (&t, 0, id, 64 * K, 64 * K));
+  CHECK_EQ_U64 (t.ledger.cancelled, 64 * K);
+  CHECK (!gm_seq_claim (&t, 0, id, 64 * K, 64 * K));  /* gone */
+  check_ledger_balances ();
+}
+
+static void
+test_dedup_and_failure (void)
+{
+  struct gm_seq_issue is;
+
+  setup (1024 * M);
+  /* Stream A prefetches [64K,128K). */
+  read_and_complete (0, 4096, &is);
+  read_and_complete (4096, 4096, &is);
+  CHECK (read_and_complete (8192, 4096, &is));
+  CHECK_EQ_U64 (is.start, 64 * K);
+  /* Stream B, far enough behind to be another stream, would prefetch
+   * the same window: it is trimmed away.
+   */
+  t.cfg.slack_min = 4096;
+  t.cfg.slack_reqs = 1;
+  gm_seq_read (&t, 20480, 4096, UINT64_MAX, &is);
+  gm_seq_read (&t, 24576, 4096, UINT64_MAX, &is);
+  CHECK (gm_seq_read (&t, 28672, 4096, UINT64_MAX, &is));
+  CHECK_EQ_U64 (is.len, 0);
+  CHECK_EQ_U64 (is.dedup, 64 * K);
+  CHECK (is.win == NULL);
+  /* A failed piece is counted as failed, never as useful. */
+  setup (1024 * M);
+  read_and_complete (0, 4096, &is);
+  read_and_complete (4096, 4096, &is);
+  CHECK (gm_seq_read (&t, 8192, 4096, UINT64_MAX, &is));
+  is.win->pieces_left = 1;
+  CHECK (gm_seq_claim (&t, is.stream, is.win->id, is.start, is.len));
+  gm_seq_done (&t, is.stream, is.win->id, false);
+  CHECK_EQ_U64 (t.ledger.failed, 64 * K);
+  check_ledger_balances ();
+}
+
+static void
+test_export_end_and_room (void)
+{
+  struct gm_seq_issue is;
+
+  setup (100 * K);
+  read_and_complete (0, 4096, &is);
+  read_and_complete (4096, 4096, &is);
+  CHECK (read_and_complete (8192, 4096, &is));
+  CHECK_EQ_U64 (is.start + is.len, 100 * K);
+  setup (1024 * M);
+  read_and_complete (0, 64 * K, &is);
+  read_and_complete (64 * K, 64 * K, &is);
+  CHECK (gm_seq_read (&t, 128 * K, 64 * K, 100 * K, &is));
+  CHECK_EQ_U64 (is.len, 64 * K);            /* room, rounded to align */
+}
+
+int
+main (void)
+{
+  test_sequential_windows ();
+  test_first_window_from_request_size ();
+  test_random_reads_never_prefetch ();
+  test_interleaved_and_reordered ();
+  test_sequential_survives_random_storm ();
+  test_invalidate_rewinds ();
+  test_claim_skips_passed_and_dropped ();
+  test_dedup_and_failure ();
+  test_export_end_and_room ();
+  UNIT_DONE ();
+}
