@@ -1,0 +1,212 @@
+/* gmblock-readahead filter: options, life cycle and client requests.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Emulates on the server the readahead a client kernel's page cache
+ * would do: sequential streams are detected across all connections and
+ * prefetched ahead of the reader with NBD_CMD_CACHE to a caching layer
+ * below (gmblock-cache, or gmblock direct=false).  A client's read is
+ * never delayed by prefetch: it is noted under a short lock and then
+ * passed down unchanged.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "readahead.h"
+#include "sizes.h"
+
+#define MIN_WINDOW (4u << 10)
+#define MAX_WINDOW (64u << 20)
+#define MIN_RA_MAX (64u << 10)
+#define MAX_INFLIGHT 64
+
+struct ra_config cfg = {
+  .ra_min = 64u << 10,
+  .ra_max = 2u << 20,
+  .max_inflight = 4,
+};
+static bool disabled;           /* thread model or layer below forbids it */
+
+/* A power of two in [lo, hi]; on error says what is accepted. */
+static int
+parse_window (const char *key, const char *value, uint64_t lo, uint64_t hi,
+              uint64_t *out)
+{
+  const char *why = "not a power of two";
+  char a[32], b[32];
+  uint64_t v;
+
+  if (gm_parse_size (value, &v, &why) == 0 && gm_is_power_of_2 (v) &&
+      v >= lo && v <= hi) {
+    *out = v;
+    return 0;
+  }
+  if (gm_parse_size (value, &v, &why) == 0 && gm_is_power_of_2 (v))
+    why = "out of range";
+  nbdkit_error (RNAME ": %s=%s: %s (expected a power of two from %s to %s, "
+                "such as %s)", key, value, why, gm_format_size (lo, a, sizeof a),
+                gm_format_size (hi, b, sizeof b),
+                strcmp (key, "ra-min") == 0 ? "64K" : "2M");
+  return -1;
+}
+
+static int
+ra_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
+           const char *key, const char *value)
+{
+  if (strcmp (key, "ra-min") == 0)
+    return parse_window (key, value, MIN_WINDOW, MAX_WINDOW, &cfg.ra_min);
+  if (strcmp (key, "ra-max") == 0)
+    return parse_window (key, value, MIN_RA_MAX, MAX_WINDOW, &cfg.ra_max);
+  if (strcmp (key, "ra-max-inflight") == 0) {
+    char *end;
+    unsigned long n;
+    errno = 0;
+    n = strtoul (value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-' ||
+        n < 1 || n > MAX_INFLIGHT) {
+      nbdkit_error (RNAME ": ra-max-inflight=%s: expected a whole number "
+                    "from 1 to %d (prefetch requests in flight at once)",
+                    value, MAX_INFLIGHT);
+      return -1;
+    }
+    cfg.max_inflight = n;
+    return 0;
+  }
+  if (strcmp (key, "ra-stats") == 0) {
+    free (cfg.stats_file);
+    cfg.stats_file = nbdkit_absolute_path (value);
+    return cfg.stats_file ? 0 : -1;
+  }
+  return next (nxdata, key, value);
+}
+
+static int
+ra_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
+{
+  char a[32], b[32];
+
+  if (cfg.ra_min > cfg.ra_max) {
+    nbdkit_error (RNAME ": ra-min=%s is larger than ra-max=%s (expected "
+                  "ra-min <= ra-max)", gm_format_size (cfg.ra_min, a, sizeof a),
+                  gm_format_size (cfg.ra_max, b, sizeof b));
+    return -1;
+  }
+  return next (nxdata);
+}
+
+#define RA_CONFIG_HELP \
+  "ra-min=SIZE             Smallest readahead window (power of 2, 64K).\n" \
+  "ra-max=SIZE             Largest readahead window (power of 2, 2M).\n" \
+  "ra-max-inflight=N       Prefetch requests in flight at once (4).\n" \
+  "ra-stats=FILE           Write counters to FILE at exit."
+
+static int
+ra_get_ready (int thread_model)
+{
+  /* Each worker has its own context, so per-connection serialisation
+   * is fine; serialising every request would make prefetch block the
+   * clients it is meant to speed up.
+   */
+  if (thread_model < NBDKIT_THREAD_MODEL_SERIALIZE_REQUESTS) {
+    fprintf (stderr, "nbdkit: " RNAME ": warning: the plugin serialises "
+             "all requests, so prefetch would delay client reads: "
+             "readahead is disabled\n");
+    disabled = true;
+  }
+  return 0;
+}
+
+static int
+ra_after_fork (nbdkit_backend *backend)
+{
+  int r;
+
+  if (disabled)
+    return 0;
+  r = prefetch_start (backend);
+  if (r == -1)
+    return -1;
+  ra_active = r == 1;
+  return 0;
+}
+
+static void
+ra_cleanup (nbdkit_backend *backend)
+{
+  prefetch_stop ();
+}
+
+static void
+ra_unload (void)
+{
+  pthread_mutex_lock (&ra_lock);
+  gm_seq_retire_all (&table);
+  pthread_mutex_unlock (&ra_lock);
+  stats_report ();
+  free (cfg.stats_file);
+}
+
+static int
+ra_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
+          uint64_t offset, uint32_t flags, int *err)
+{
+  RCOUNT (RS_READS, 1);
+  RCOUNT (RS_READ_BYTES, count);
+  if (ra_active)
+    streams_note_read (offset, count);
+  return next->pread (next, buf, count, offset, flags, err);
+}
+
+/* Writes, trims and zeroes change data: prefetched windows they touch
+ * are dropped from the books and fetched again when the reader nears.
+ * (The cache below keeps its own contents coherent.)
+ */
+static int
+ra_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count,
+           uint64_t offset, uint32_t flags, int *err)
+{
+  int r = next->pwrite (next, buf, count, offset, flags, err);
+  if (ra_active)
+    streams_invalidate (offset, count);
+  return r;
+}
+
+static int
+ra_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
+         uint32_t flags, int *err)
+{
+  int r = next->trim (next, count, offset, flags, err);
+  if (ra_active)
+    streams_invalidate (offset, count);
+  return r;
+}
+
+static int
+ra_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
+         uint32_t flags, int *err)
+{
+  int r = next->zero (next, count, offset, flags, err);
+  if (ra_active)
+    streams_invalidate (offset, count);
+  return r;
+}
+
+static struct nbdkit_filter filter = {
+  .name = RNAME,
+  .longname = "gmblock client-side readahead emulation",
+  .config = ra_config,
+  .config_complete = ra_config_complete,
+  .config_help = RA_CONFIG_HELP,
+  .get_ready = ra_get_ready,
+  .after_fork = ra_after_fork,
+  .cleanup = ra_cleanup,
+  .unload = ra_unload,
+  .pread = ra_pread,
+  .pwrite = ra_pwrite,
+  .trim = ra_trim,
+  .zero = ra_zero,
+};
+
+NBDKIT_REGISTER_FILTER (filter)

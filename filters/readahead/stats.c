@@ -1,0 +1,86 @@
+/* gmblock-readahead filter: counters, printed with
+ * -D gmblock-readahead.stats=1 or written to ra-stats=FILE at exit.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdio.h>
+
+#include "readahead.h"
+
+/* nbdkit sets NAME_debug_FLAG for -D NAME.FLAG=1; our name has a '-',
+ * so the exported symbol is an assembler alias of the variable.
+ */
+NBDKIT_DLL_PUBLIC int gmblock_readahead_debug_stats = 0;
+__asm__ (".globl \"gmblock-readahead_debug_stats\"\n"
+         ".set \"gmblock-readahead_debug_stats\", gmblock_readahead_debug_stats");
+
+#define C(id, name, help) [id] = { name, help, 0 }
+struct gm_counter rstats[RS_COUNT] = {
+  C (RS_READS, "reads", "client read requests"),
+  C (RS_READ_BYTES, "read_bytes", "bytes read by clients"),
+  C (RS_WRITES_INVALIDATING, "writes_invalidating", "writes, trims or zeroes that dropped prefetched windows"),
+  C (RS_WINDOWS, "windows", "readahead windows queued"),
+  C (RS_PREFETCH_REQUESTS, "prefetch_requests", "NBD_CMD_CACHE requests sent below"),
+  C (RS_PREFETCH_BYTES, "prefetch_bytes", "bytes prefetched below (successful requests)"),
+  C (RS_PREFETCH_ERRORS, "prefetch_errors", "prefetch requests that failed below (never seen by clients)"),
+  C (RS_DEDUP_BYTES, "dedup_bytes", "window bytes not queued: another stream was prefetching them"),
+  C (RS_QUEUE_FULL, "queue_full", "reads that found the prefetch queue full"),
+};
+
+/* Windows queued, by size (powers of two, 4K to 64M). */
+#define HIST 15
+static _Atomic uint64_t window_hist[HIST];
+
+void
+stats_window (uint64_t size)
+{
+  unsigned b = 0;
+
+  while (b + 1 < HIST && (4096ull << (b + 1)) <= size)
+    b++;
+  atomic_fetch_add_explicit (&window_hist[b], 1, memory_order_relaxed);
+}
+
+/* The ledger and stream counts live in the table (under ra_lock);
+ * they are printed after the workers stopped and every window retired.
+ */
+static void
+print_ledger (FILE *fp, void *opaque)
+{
+  const struct gm_seq_ledger *l = &table.ledger;
+  uint64_t read_bytes = gm_counter_get (&rstats[RS_READ_BYTES]);
+
+  fprintf (fp, RNAME ".active %d\n", ra_active);
+  fprintf (fp, RNAME ".streams_detected %llu\n",
+           (unsigned long long) table.detected);
+  fprintf (fp, RNAME ".sequential_reads %llu\n",
+           (unsigned long long) table.seq_reads);
+  fprintf (fp, RNAME ".queued_bytes %llu\n", (unsigned long long) l->queued);
+  fprintf (fp, RNAME ".useful_bytes %llu\n", (unsigned long long) l->useful);
+  fprintf (fp, RNAME ".wasted_bytes %llu\n", (unsigned long long) l->wasted);
+  fprintf (fp, RNAME ".cancelled_bytes %llu\n",
+           (unsigned long long) l->cancelled);
+  fprintf (fp, RNAME ".invalidated_bytes %llu\n",
+           (unsigned long long) l->invalidated);
+  fprintf (fp, RNAME ".failed_bytes %llu\n", (unsigned long long) l->failed);
+  fprintf (fp, RNAME ".wasted_per_read_byte %.4f\n",
+           read_bytes ? (double) l->wasted / read_bytes : 0.0);
+  for (unsigned b = 0; b < HIST; b++) {
+    uint64_t n = atomic_load (&window_hist[b]);
+    if (n)
+      fprintf (fp, RNAME ".window_%lluK %llu\n",
+               (unsigned long long) (4ull << b), (unsigned long long) n);
+  }
+}
+
+void
+stats_report (void)
+{
+  if (gmblock_readahead_debug_stats) {
+    gm_counters_print (stderr, RNAME, rstats, RS_COUNT);
+    print_ledger (stderr, NULL);
+  }
+  if (cfg.stats_file &&
+      gm_counters_write_file (cfg.stats_file, RNAME, rstats, RS_COUNT,
+                              print_ledger, NULL) == -1)
+    nbdkit_error (RNAME ": ra-stats=%s: %m", cfg.stats_file);
+}
