@@ -3,7 +3,8 @@
 # checked with cmp, qemu-img compare (with a negative control), and
 # fio's nbd engine with 4 jobs (4 connections) x iodepth 16 writing
 # with verify=crc32c, then verifying again after a restart (which
-# needs the shutdown write-back in the write-back modes).
+# needs the shutdown write-back in the write-back modes); and that fills
+# are zero-copy for the plugin.
 . "$(dirname "$0")/functions.sh"
 require nbdcopy qemu-img fio
 cd "$T"
@@ -65,3 +66,16 @@ run adback cache-mode=adaptive adaptive-writes=back cache-size=16M
 [[ $(ccounter "$T/read.stats" hits) -gt 0 ]] || fail "read: no hits"
 # Adaptive: a single sequential reader bypasses.
 [[ $(ccounter "$T/adaptive.stats" bypass_bytes) -gt 0 ]] || fail "adaptive: nothing bypassed"
+
+# Fills are zero-copy for the plugin: its O_DIRECT reads land straight
+# in the cache's aligned blocks (dma_client_bytes), nothing is bounced.
+start_server zc --filter=gmblock-cache gmblock file="$T/src.img" cache-mode=read \
+    cache-size=64M stats="$T/zc.plugin" cache-stats="$T/zc.stats"
+nbdcopy "$(uri zc)" null:
+stop_server zc
+fb=$(ccounter "$T/zc.stats" fill_bytes)
+[[ $fb -gt 0 && $(counter "$T/zc.plugin" dma_client_bytes) -ge $((fb - 4096)) ]] ||
+    fail "fills were not read straight into the cache blocks ($(counter "$T/zc.plugin" dma_client_bytes) of $fb)"
+[[ $(counter "$T/zc.plugin" memcpy_read_bytes) -le 4096 ]] ||
+    fail "the plugin copied $(counter "$T/zc.plugin" memcpy_read_bytes) bytes on fills"
+info "zero-copy fills: $fb bytes filled, plugin dma_client_bytes $(counter "$T/zc.plugin" dma_client_bytes), memcpy_read_bytes $(counter "$T/zc.plugin" memcpy_read_bytes)"
