@@ -1,0 +1,71 @@
+#!/bin/bash
+# gmblock-readahead: bad options are refused with a message naming the
+# value and what is accepted; a layer below that cannot cache gets one
+# warning (whatever the number of connections) naming the stack to use,
+# and readahead stays off; with a caching layer below there is no
+# warning and readahead is on; a plugin that serialises all requests
+# turns it off with a warning.
+. "$(dirname "$0")/functions.sh"
+require nbdkit nbdinfo
+cd "$T"
+
+ra=(--filter=gmblock-readahead memory 1M)
+start_fails min_word 'ra-min=banana' 'power of two from 4K to 64M' -- "${ra[@]}" ra-min=banana
+start_fails min_odd 'ra-min=3K' 'not a power of two' -- "${ra[@]}" ra-min=3K
+start_fails min_small 'ra-min=2K' 'out of range' -- "${ra[@]}" ra-min=2K
+start_fails max_big 'ra-max=128M' 'out of range.*64K to 64M' -- "${ra[@]}" ra-max=128M
+start_fails max_small 'ra-max=32K' 'out of range' -- "${ra[@]}" ra-max=32K
+start_fails min_gt_max 'ra-min=1M is larger than ra-max=256K' -- "${ra[@]}" ra-min=1M ra-max=256K
+start_fails inflight_zero 'ra-max-inflight=0' 'whole number from 1 to 64' -- "${ra[@]}" ra-max-inflight=0
+start_fails inflight_big 'ra-max-inflight=65' 'from 1 to 64' -- "${ra[@]}" ra-max-inflight=65
+start_fails inflight_word 'ra-max-inflight=four' 'whole number' -- "${ra[@]}" ra-max-inflight=four
+start_fails inflight_neg 'ra-max-inflight=-1' 'whole number' -- "${ra[@]}" ra-max-inflight=-1
+
+rcounter () { awk -v k="gmblock-readahead.$2" '$1 == k { print $2 }' "$1"; }
+truncate -s 16M "$T/disk.img"
+
+# serve NAME [args...]: start, connect three times, read a little
+# sequentially, stop; leaves NAME.log and NAME.stats.
+serve () {
+    local name=$1; shift
+    start_server "$name" "$@" ra-stats="$T/$name.stats"
+    for i in 1 2 3; do
+        nbdsh -u "$(uri "$name")" -c 'for o in range(0, 1 << 20, 65536): h.pread(65536, o)'
+    done
+    stop_server "$name"
+}
+
+serve direct --filter=gmblock-readahead gmblock file="$T/disk.img"
+n=$(grep -c 'cannot cache' "$T/direct.log" || true)
+[[ $n == 1 ]] || { cat "$T/direct.log" >&2; fail "direct: the missing-cache warning appeared $n times, expected once"; }
+grep -q -- '--filter=gmblock-readahead --filter=gmblock-cache gmblock file=' "$T/direct.log" ||
+    fail "direct: the warning does not give the stack to use"
+[[ $(rcounter "$T/direct.stats" active) == 0 ]] || fail "direct: readahead is active over a layer that cannot cache"
+[[ $(rcounter "$T/direct.stats" windows) == 0 ]] || fail "direct: windows were queued"
+info "direct: warned once: $(grep -m1 'cannot cache' "$T/direct.log")"
+
+serve cached --filter=gmblock-readahead --filter=gmblock-cache gmblock file="$T/disk.img"
+if grep -q 'cannot cache' "$T/cached.log"; then fail "cached: warned although gmblock-cache caches"; fi
+[[ $(rcounter "$T/cached.stats" active) == 1 ]] || fail "cached: readahead is not active"
+[[ $(rcounter "$T/cached.stats" streams_detected) -ge 1 ]] || fail "cached: no stream detected"
+
+serve pagecache --filter=gmblock-readahead gmblock file="$T/disk.img" direct=false
+if grep -q 'cannot cache' "$T/pagecache.log"; then fail "pagecache: warned although direct=false caches"; fi
+[[ $(rcounter "$T/pagecache.stats" active) == 1 ]] || fail "pagecache: readahead is not active"
+
+# A plugin that serialises all requests: prefetch would block clients.
+cat >"$T/serial.sh" <<'SH'
+#!/bin/bash
+case "$1" in
+    get_size) echo 1048576 ;;
+    can_cache) echo native ;;
+    pread) head -c "$3" /dev/zero ;;
+    cache) ;;
+    *) exit 2 ;;
+esac
+SH
+chmod +x "$T/serial.sh"
+serve serial --filter=gmblock-readahead sh "$T/serial.sh"
+grep -q 'serialises all requests' "$T/serial.log" || fail "serial: no warning"
+[[ $(rcounter "$T/serial.stats" active) == 0 ]] || fail "serial: readahead is active"
+info "serial: $(grep -m1 'serialises' "$T/serial.log")"
