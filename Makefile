@@ -66,6 +66,11 @@ $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS)
 
+# Loaded into nbdkit in the sanitizer run only (see the file).
+$(B)/tests/sanitizer-shim.so: tests/sanitizer-shim.c
+	@mkdir -p $(@D)
+	$(CC) -std=gnu11 -fPIC -shared $(WARN) -O2 -o $@ $<
+
 deps:
 	@scripts/install-deps.sh check
 
@@ -87,7 +92,7 @@ check:
 # The whole host suite again, with the modules built with ASan+UBSan
 # and the sanitizer runtimes preloaded into nbdkit.
 check-sanitize:
-	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all
+	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so
 	GMBLOCK_BUILDDIR=$(CURDIR)/.build-sanitize GMBLOCK_SANITIZE=1 tests/run
 
 install: $(MODULES)
