@@ -219,7 +219,7 @@ errors=$(counter "$T/stats" errors)
 info "stats: errors $errors, pool_in_use 0, pool_gets $(counter "$T/stats" pool_gets)"
 
 # What reached the disk: all the writes, nothing else.
-losetup -d "$LOOP"
+loopdev_detach "$LOOP"
 fusermount3 -u "$T/mnt"
 stop_server disk
 cmp <(head -c $badlo "$shm/back.img") <(head -c $badlo "$T/expect.img") ||
