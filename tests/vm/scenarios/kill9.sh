@@ -2,7 +2,7 @@
 # restarted and the client reconnects. After journal replay the
 # filesystem must be clean and everything synced before the kill intact:
 # only what the client had not yet flushed may be lost.
-# lab-disks: virtio:384M
+# lab-disks: virtio:512M
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk nbd ext4
@@ -12,9 +12,10 @@ make_fs /dev/nbd0
 must mount /dev/nbd0 "$MNT"
 put_data "$MNT"               # synced: must survive
 
-step "second copy of the dataset in the background"
-mkdir -p "$MNT/late"
-timeout 120 tar -xf "$LAB_DATASET" -C "$MNT/late" &
+step "more copies of the dataset in the background"
+( for i in 1 2 3; do
+    mkdir -p "$MNT/late$i" && tar -xf "$LAB_DATASET" -C "$MNT/late$i" || exit
+done ) &
 writer=$!
 # Let writeback to the server get going, then pull the plug.
 for i in $(seq 100); do
@@ -27,6 +28,9 @@ step "kill -9 the server while writing (dirty: $(awk '/^Dirty:/ { print $2 }' /p
 stop vda KILL
 wait "$writer"
 echo "writer exited $? (it may fail or not: its data was never synced)"
+# The kernel's word that writes were under way when the server died.
+dmesg | grep -q 'I/O error, dev nbd0, .*WRITE' ||
+    fail "no write to /dev/nbd0 failed: the kill did not hit writes in flight"
 
 step "unmount the orphaned filesystem and drop the dead connection"
 umount "$MNT" || fail "cannot unmount after the server died"

@@ -20,6 +20,7 @@ must mount -o ro /dev/nbd0 "$MNT"
 ( check_data "$MNT" ) &
 reader=$!
 sleep 1
+kill -0 "$reader" 2>/dev/null || fail "the reader finished before the member failed"
 step "mdadm --fail /dev/vdc while the client reads"
 must mdadm /dev/md0 --fail /dev/vdc
 wait "$reader" || fail "reads during the member failure: $(cat "$LAB_OUT/reason")"
