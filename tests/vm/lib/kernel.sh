@@ -38,4 +38,8 @@ kernel_prepare() {
     depmod -b "$KDIR" "$KVER" || die "depmod failed"
     [ -f "$KDIR/boot/vmlinuz-$KVER" ] || die "no vmlinuz in the kernel package"
     touch "$KDIR/.done"
+    # A newer kernel replaces the old one (400 MB unpacked).
+    for old in "$VM_CACHE"/kernel/*; do
+        [ "$old" = "$KDIR" ] || rm -rf "$old" "$VM_CACHE/initramfs-${old##*/}.gz"*
+    done
 }
