@@ -163,3 +163,26 @@ kill_now () {
     for p in "${_pids[@]}"; do [[ $p == "$1" ]] || keep+=("$p"); done
     _pids=("${keep[@]}")
 }
+
+# Run the servers of this test as user nobody: the build's modules (and
+# the sanitizer shim) are copied where nobody can read them, wherever the
+# checkout lives (a CI checkout may sit in a directory only root can
+# enter), and NBDKIT becomes a wrapper that drops privileges.
+# Sets AS_NOBODY (the setpriv command) for other uses.
+AS_NOBODY=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
+use_nobody () {
+    local bld=${GMBLOCK_BUILDDIR:-$top} tree=$T/nobody-tree f
+    chmod 1777 "$T"             # nobody creates its sockets here
+    mkdir -p "$tree"
+    cp "$top/nbdkit" "$tree/nbdkit"
+    (cd "$bld" && for f in plugins/*/*.so filters/*/*.so tests/*.so; do
+        if [[ -f $f ]]; then cp --parents "$f" "$tree/"; fi; done)
+    chmod -R a+rX "$tree"
+    cat >"$T/nbdkit-nobody" <<EOS
+#!/bin/bash
+export GMBLOCK_BUILDDIR=$tree GMBLOCK_PRELOAD="${GMBLOCK_PRELOAD:+${GMBLOCK_PRELOAD//$bld/$tree}}"
+exec ${AS_NOBODY[*]} $tree/nbdkit "\$@"
+EOS
+    chmod 0755 "$T/nbdkit-nobody"
+    NBDKIT=$T/nbdkit-nobody
+}

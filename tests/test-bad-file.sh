@@ -24,18 +24,10 @@ done
 
 # Unreadable: root reads anything, so run the server as nobody against
 # a root-owned 0600 file (the directory must be searchable for nobody).
-chmod 1777 "$T"   # nobody creates its sockets here
+use_nobody
 randfile "$T/secret.img" 1M
 chmod 0600 "$T/secret.img"
-as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-"${as_nobody[@]}" test -r "$T/secret.img" && fail "nobody can read a 0600 root file?"
-# start_fails and start_server run "$NBDKIT": make it a wrapper.
-cat >"$T/nbdkit-nobody" <<EOS
-#!/bin/bash
-exec ${as_nobody[*]} $NBDKIT "\$@"
-EOS
-chmod 0755 "$T/nbdkit-nobody"
-NBDKIT=$T/nbdkit-nobody
+"${AS_NOBODY[@]}" test -r "$T/secret.img" && fail "nobody can read a 0600 root file?"
 for d in true false; do
     start_fails unreadable-$d 'gmblock:' "file=$T/secret.img" 'Permission denied' \
         -- gmblock file="$T/secret.img" direct=$d

@@ -6,18 +6,11 @@
 . "$(dirname "$0")/functions.sh"
 require nbdcopy setpriv
 
-as_nobody=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
-lim=$("${as_nobody[@]}" bash -c 'ulimit -l')
+lim=$("${AS_NOBODY[@]}" bash -c 'ulimit -l')
 [[ $lim != unlimited && $lim -lt 32768 ]] ||
     skip "nobody's memlock limit is $lim KiB: the default pool would register"
 
-chmod 1777 "$T"           # nobody creates its sockets here
-cat >"$T/nbdkit-nobody" <<EOS
-#!/bin/bash
-exec ${as_nobody[*]} $NBDKIT "\$@"
-EOS
-chmod 0755 "$T/nbdkit-nobody"
-NBDKIT=$T/nbdkit-nobody
+use_nobody
 
 randfile "$T/disk.img" 16M
 cp "$T/disk.img" "$T/orig.img"
