@@ -1,6 +1,9 @@
-#!/bin/sh
+#!/bin/bash
 # Serve FILE (or a generated demo disk) with gmblock in the foreground
 # on localhost, and print how to connect.  Called by 'make serve'.
+# STACK=full (default): the recommended filter stack, client-side
+# readahead emulation over a shared server cache over the plugin;
+# STACK=plain: the plugin alone (the pure O_DIRECT path).
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 port=${PORT:-10809}
@@ -19,10 +22,16 @@ if [ -z "$file" ]; then
 fi
 file=$(realpath "$file")
 uri=nbd://127.0.0.1:$port
+case ${STACK:-full} in
+    full)  filters=(--filter=gmblock-readahead --filter=gmblock-cache) ;;
+    plain) filters=() ;;
+    *) echo "serve: STACK=$STACK: expected full or plain" >&2; exit 2 ;;
+esac
 
 cat <<EOM
 
-Serving $file with gmblock on $uri (Ctrl-C stops it).
+Serving $file on $uri (Ctrl-C stops it) with
+    nbdkit ${filters[*]} gmblock file=$file
 Connect with:
     nbdinfo $uri
     nbdcopy $uri copy.img                     # or: nbdcopy $uri null:
@@ -31,4 +40,4 @@ Connect with:
     mkdir -p /tmp/gm && nbdfuse /tmp/gm/disk $uri &   # then: losetup -f --show /tmp/gm/disk
 EOM
 echo
-exec "$top/nbdkit" -f -i 127.0.0.1 -p "$port" gmblock file="$file"
+exec "$top/nbdkit" -f -i 127.0.0.1 -p "$port" "${filters[@]}" gmblock file="$file"

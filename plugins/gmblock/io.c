@@ -229,7 +229,7 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
   if (offset < split)
     err = direct_write (buf, split - offset, offset, rwf);
   if (err == 0 && end > split) {
-    /* The partial last block of a file. */
+    /* The tail region of an odd-sized file, through the page cache. */
     uint64_t from = offset > split ? offset : split;
     err = write_full (gm.fd_buffered, buf + (from - offset), end - from,
                       from, rwf);
