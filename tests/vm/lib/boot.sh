@@ -57,7 +57,7 @@ boot_guest() {
         -display none -monitor none -serial "file:$dir/console.log" \
         -no-reboot -nic none \
         -kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$INITRD" \
-        -append "console=ttyS0 quiet panic=-1 iomem=relaxed lab.repo=$REPO lab.kdir=$KDIR" \
+        -append "console=ttyS0 quiet panic=-1 iomem=relaxed lab.repo=$REPO lab.kdir=$KDIR lab.keep=$REPO:$VM_CACHE" \
         -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
         -virtfs "local,path=$dir/out,mount_tag=labout,security_model=none" \
         $QEMU_DISK_ARGS \
