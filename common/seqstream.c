@@ -6,8 +6,6 @@
 #include "seqstream.h"
 #include "sizes.h"
 
-enum retire_why { R_NORMAL, R_EVICT, R_INVALIDATE };
-
 void
 gm_seq_init (struct gm_seq_table *t, struct gm_seq_stream *streams,
              unsigned n, const struct gm_seq_config *cfg)
@@ -50,18 +48,17 @@ slack_for (const struct gm_seq_config *c, uint32_t len)
  * exactly once, then the slot is free.
  */
 static void
-retire (struct gm_seq_table *t, struct gm_seq_window *w, enum retire_why why)
+retire (struct gm_seq_table *t, struct gm_seq_window *w)
 {
   struct gm_seq_ledger *l = &t->ledger;
-  uint64_t useful = w->consumed < w->issued ? w->consumed : w->issued;
-  uint64_t unread = w->issued - useful;
+  uint64_t valid = w->issued - w->invalidated;  /* counted already */
+  uint64_t useful = w->consumed < valid ? w->consumed : valid;
+  uint64_t unread = valid - useful;
 
   l->useful += useful;
   l->cancelled += w->len - w->issued;
   if (w->failed)
     l->failed += unread;
-  else if (why == R_INVALIDATE)
-    l->invalidated += unread;
   else
     l->wasted += unread;
   memset (w, 0, sizeof *w);
@@ -72,14 +69,14 @@ retire_if_finished (struct gm_seq_table *t, struct gm_seq_stream *s,
                     struct gm_seq_window *w)
 {
   if (w->state == GM_WIN_QUEUED && w->pieces_left == 0) {
-    retire (t, w, R_NORMAL);    /* every piece was skipped */
+    retire (t, w);    /* every piece was skipped */
     return;
   }
   if (w->state != GM_WIN_DONE)
     return;
   if (w->failed || w->consumed >= w->issued ||
       s->next >= w->start + w->len + t->cfg.slack_min)
-    retire (t, w, R_NORMAL);
+    retire (t, w);
 }
 
 static void
@@ -88,7 +85,7 @@ reset_stream (struct gm_seq_table *t, struct gm_seq_stream *s,
 {
   for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++)
     if (s->win[i].state != GM_WIN_FREE)
-      retire (t, &s->win[i], R_EVICT);
+      retire (t, &s->win[i]);
   memset (s, 0, sizeof *s);
   s->live = true;
   s->next = offset + len;
@@ -188,6 +185,26 @@ dedup (const struct gm_seq_table *t, unsigned self, uint64_t *start,
 }
 
 static struct gm_seq_window *
+free_slot (struct gm_seq_stream *s)
+{
+  for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++)
+    if (s->win[i].state == GM_WIN_FREE)
+      return &s->win[i];
+  return NULL;
+}
+
+static uint32_t
+new_id (struct gm_seq_table *t)
+{
+  if (t->next_win_id == 0)      /* 0 is never an id */
+    t->next_win_id++;
+  return t->next_win_id++;
+}
+
+/* A slot for a new window; when all are taken, the oldest completed
+ * window is retired to make room.
+ */
+static struct gm_seq_window *
 free_window (struct gm_seq_table *t, struct gm_seq_stream *s)
 {
   struct gm_seq_window *oldest = NULL;
@@ -200,7 +217,7 @@ free_window (struct gm_seq_table *t, struct gm_seq_stream *s)
       oldest = w;
   }
   if (oldest)
-    retire (t, oldest, R_NORMAL);
+    retire (t, oldest);
   return oldest;
 }
 
@@ -285,9 +302,7 @@ gm_seq_read (struct gm_seq_table *t, uint64_t offset, uint32_t len,
   w->state = GM_WIN_QUEUED;
   w->start = start;
   w->len = wlen;
-  w->id = t->next_win_id++;
-  if (w->id == 0)
-    w->id = t->next_win_id++;
+  w->id = new_id (t);
   issue->win = w;
   t->ledger.queued += wlen;
   return true;
@@ -350,39 +365,61 @@ gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id, bool ok)
   retire_if_finished (t, s, w);
 }
 
-uint64_t
-gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len)
+unsigned
+gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
+                   uint64_t room, struct gm_seq_issue *refill,
+                   unsigned max_refill, uint64_t *dropped)
 {
-  uint64_t before = t->ledger.invalidated + t->ledger.cancelled;
-  uint64_t end = offset + len;
+  uint64_t end = offset + len, align = t->cfg.align;
+  unsigned n = 0;
 
+  *dropped = 0;
   for (unsigned i = 0; i < t->n; i++) {
     struct gm_seq_stream *s = &t->s[i];
-    uint64_t from = UINT64_MAX;
-
     if (!s->live)
       continue;
-    /* The earliest window ahead of the reader that the change hits. */
     for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++) {
-      struct gm_seq_window *w = &s->win[j];
-      uint64_t we = w->start + w->len;
-      if (w->state != GM_WIN_FREE && we > s->next &&
-          overlap (offset, end, w->start, we) > 0 && w->start < from)
-        from = w->start;
+      struct gm_seq_window *w = &s->win[j], *nw;
+      uint64_t we = w->start + w->len, a, b, v;
+
+      /* Queued windows will read the new data anyway; what the reader
+       * has passed no longer matters.
+       */
+      if (w->state != GM_WIN_INFLIGHT && w->state != GM_WIN_DONE)
+        continue;
+      a = offset > w->start ? offset : w->start;
+      if (a < s->next)
+        a = s->next;
+      b = end < we ? end : we;
+      if (b <= a)
+        continue;
+      a = gm_round_down (a, align);
+      if (a < w->start)
+        a = w->start;
+      b = gm_round_up (b, align);
+      if (b > we)
+        b = we;
+      v = b - a;
+      if (v > w->issued - w->invalidated)
+        v = w->issued - w->invalidated;
+      w->invalidated += v;
+      t->ledger.invalidated += v;
+      *dropped += v;
+      /* Fetch the changed blocks again, if there is room right now. */
+      if (n == max_refill || b - a > room || (nw = free_slot (s)) == NULL)
+        continue;
+      nw->state = GM_WIN_QUEUED;
+      nw->start = a;
+      nw->len = b - a;
+      nw->id = new_id (t);
+      t->ledger.queued += b - a;
+      room -= b - a;
+      refill[n++] = (struct gm_seq_issue) {
+        .stream = i, .win = nw, .start = a, .len = b - a,
+      };
     }
-    if (from == UINT64_MAX)
-      continue;
-    for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++)
-      if (s->win[j].state != GM_WIN_FREE && s->win[j].start >= from)
-        retire (t, &s->win[j], R_INVALIDATE);
-    /* Prefetch again from there (not behind the reader) on its next read. */
-    if (from < gm_round_down (s->next, t->cfg.align))
-      from = gm_round_down (s->next, t->cfg.align);
-    if (from < s->pf_end)
-      s->pf_end = from;
-    s->trigger = 0;
   }
-  return t->ledger.invalidated + t->ledger.cancelled - before;
+  return n;
 }
 
 void
@@ -391,5 +428,5 @@ gm_seq_retire_all (struct gm_seq_table *t)
   for (unsigned i = 0; i < t->n; i++)
     for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++)
       if (t->s[i].win[j].state != GM_WIN_FREE)
-        retire (t, &t->s[i].win[j], R_NORMAL);
+        retire (t, &t->s[i].win[j]);
 }

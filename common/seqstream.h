@@ -25,8 +25,9 @@
  *
  * Each window keeps a ledger: every byte queued ends up exactly once as
  * useful (read by the stream after it was issued), wasted (issued, never
- * read), cancelled (never issued), invalidated (dropped because a write
- * changed it) or failed.
+ * read), cancelled (never issued), invalidated (changed by a write after
+ * it was prefetched; the changed blocks are prefetched again as a new
+ * window) or failed.
  */
 #ifndef GMBLOCK_SEQSTREAM_H
 #define GMBLOCK_SEQSTREAM_H
@@ -45,6 +46,7 @@ struct gm_seq_window {
   uint64_t start, len;
   uint64_t consumed;            /* bytes read since it was issued */
   uint64_t issued;              /* bytes of its pieces sent below */
+  uint64_t invalidated;         /* of those, changed since by writes */
   uint64_t skipped;             /* bytes of its pieces never sent */
   uint32_t id;                  /* unique: queued pieces refer to it */
   uint32_t pieces_left;         /* pieces not yet completed or skipped */
@@ -120,14 +122,17 @@ bool gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
 void gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
                   bool ok);
 
-/* A write, trim or zero changed [offset, offset+len): windows ahead of
- * their reader that overlap it are dropped (invalidated) with every
- * later window of the same stream, and the stream prefetches again
- * from the dropped window's start on its next read.  Returns the bytes
- * invalidated.
+/* A write, trim or zero changed [offset, offset+len).  The aligned
+ * blocks of it inside completed or in-flight windows still ahead of
+ * their reader count as invalidated and are queued again as new windows
+ * (at most max_refill of them, within room bytes) in *refill, for the
+ * caller to queue like gm_seq_read's.  *dropped gets the bytes
+ * invalidated.  Returns the number of refills.
  */
-uint64_t gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset,
-                            uint64_t len);
+unsigned gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset,
+                            uint64_t len, uint64_t room,
+                            struct gm_seq_issue *refill, unsigned max_refill,
+                            uint64_t *dropped);
 
 /* Retire every window (at shutdown, workers stopped): queued ones are
  * cancelled, completed ones useful or wasted.

@@ -6,8 +6,8 @@
 # give aligned windows 64K, 128K, 256K, 512K, 1M, 1M that cover exactly
 # [64K, 3M); the plugin sees no read but the client's; 3000 random
 # reads give no prefetch; two interleaved streams are both prefetched;
-# a write inside a prefetched window makes it prefetched again and one
-# behind the reader does not.  The counters agree.
+# a write inside a prefetched window makes its block prefetched again,
+# after the write, and one behind the reader does not.  The counters agree.
 . "$(dirname "$0")/functions.sh"
 require nbdkit
 cd "$T"
@@ -69,4 +69,5 @@ expect interleaved.stats streams_detected 2
 
 scenario invalidate
 expect invalidate.stats writes_invalidating 1
-expect invalidate.stats invalidated_bytes 131072
+expect invalidate.stats invalidated_bytes 65536
+expect invalidate.stats refills 1

@@ -159,9 +159,10 @@ ra_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
   return next->pread (next, buf, count, offset, flags, err);
 }
 
-/* Writes, trims and zeroes change data: prefetched windows they touch
- * are dropped from the books and fetched again when the reader nears.
- * (The cache below keeps its own contents coherent.)
+/* Writes, trims and zeroes change data: the blocks they change inside
+ * prefetched windows still ahead of a reader are counted as
+ * invalidated and prefetched again (the cache below keeps its own
+ * contents coherent; this keeps the prefetch ahead of the reader).
  */
 static int
 ra_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count,

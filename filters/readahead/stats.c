@@ -24,6 +24,7 @@ struct gm_counter rstats[RS_COUNT] = {
   C (RS_PREFETCH_ERRORS, "prefetch_errors", "prefetch requests that failed below (never seen by clients)"),
   C (RS_DEDUP_BYTES, "dedup_bytes", "window bytes not queued: another stream was prefetching them"),
   C (RS_QUEUE_FULL, "queue_full", "reads that found the prefetch queue full"),
+  C (RS_REFILLS, "refills", "changed blocks queued again after a write"),
 };
 
 /* Windows queued, by size (powers of two, 4K to 64M). */

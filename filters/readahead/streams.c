@@ -86,14 +86,25 @@ streams_note_read (uint64_t offset, uint32_t count)
   }
 }
 
+/* The changed blocks of windows ahead of a reader are queued again, so
+ * the reader still finds them prefetched, now with the new data.
+ */
 void
 streams_invalidate (uint64_t offset, uint64_t count)
 {
+  struct gm_seq_issue refill[4];
   uint64_t dropped;
+  unsigned n;
 
   pthread_mutex_lock (&ra_lock);
-  dropped = gm_seq_invalidate (&table, offset, count);
+  n = gm_seq_invalidate (&table, offset, count,
+                         (uint64_t) prefetch_room () * piece_size,
+                         refill, 4, &dropped);
+  for (unsigned i = 0; i < n; i++)
+    queue_window (&refill[i]);
   pthread_mutex_unlock (&ra_lock);
   if (dropped)
     RCOUNT (RS_WRITES_INVALIDATING, 1);
+  if (n)
+    RCOUNT (RS_REFILLS, n);
 }

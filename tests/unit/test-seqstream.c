@@ -166,10 +166,10 @@ test_sequential_survives_random_storm (void)
 }
 
 static void
-test_invalidate_rewinds (void)
+test_invalidate_refills (void)
 {
-  struct gm_seq_issue is;
-  uint64_t off;
+  struct gm_seq_issue is, refill[4];
+  uint64_t off, dropped;
 
   setup (1024 * M);
   for (off = 0; off < 96 * K; off += 4096)
@@ -177,12 +177,26 @@ test_invalidate_rewinds (void)
   /* Windows [64K,128K) and [128K,256K) are prefetched. */
   CHECK_EQ_U64 (streams[0].pf_end, 256 * K);
   /* A write behind the reader changes nothing. */
-  CHECK_EQ_U64 (gm_seq_invalidate (&t, 0, 4096), 0);
-  /* A write ahead of it drops [128K,256K) and prefetch resumes there. */
-  CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096), 128 * K);
-  CHECK_EQ_U64 (t.ledger.invalidated, 128 * K);
-  CHECK (read_and_complete (off, 4096, &is));
-  CHECK_EQ_U64 (is.start, 128 * K);
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 0, 4096, M, refill, 4, &dropped), 0);
+  CHECK_EQ_U64 (dropped, 0);
+  /* A write ahead of it: its block is invalidated and queued again. */
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096, M, refill, 4,
+                                   &dropped), 1);
+  CHECK_EQ_U64 (dropped, 64 * K);
+  CHECK_EQ_U64 (refill[0].start, 192 * K);
+  CHECK_EQ_U64 (refill[0].len, 64 * K);
+  CHECK_EQ_U64 (t.ledger.invalidated, 64 * K);
+  refill[0].win->pieces_left = 1;
+  CHECK (gm_seq_claim (&t, 0, refill[0].win->id, 192 * K, 64 * K));
+  gm_seq_done (&t, 0, refill[0].win->id, true);
+  /* Across two windows, with no room: counted, not queued. */
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 120 * K, 16 * K, 0, refill, 4,
+                                   &dropped), 0);
+  CHECK_EQ_U64 (dropped, 128 * K);
+  /* The stream goes on as before. */
+  for (; off < 300 * K; off += 4096)
+    read_and_complete (off, 4096, &is);
+  CHECK_EQ_U64 (streams[0].pf_end, M);
   gm_seq_retire_all (&t);
   check_ledger_balances ();
 }
@@ -267,7 +281,7 @@ main (void)
   test_random_reads_never_prefetch ();
   test_interleaved_and_reordered ();
   test_sequential_survives_random_storm ();
-  test_invalidate_rewinds ();
+  test_invalidate_refills ();
   test_claim_skips_passed_and_dropped ();
   test_dedup_and_failure ();
   test_export_end_and_room ();
