@@ -24,7 +24,7 @@
 struct ra_config cfg = {
   .ra_min = 64u << 10,
   .ra_max = 2u << 20,
-  .max_inflight = 4,
+  .max_inflight = 8,
 };
 static bool disabled;           /* thread model or layer below forbids it */
 
@@ -99,7 +99,7 @@ ra_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 #define RA_CONFIG_HELP \
   "ra-min=SIZE             Smallest readahead window (power of 2, 64K).\n" \
   "ra-max=SIZE             Largest readahead window (power of 2, 2M).\n" \
-  "ra-max-inflight=N       Prefetch requests in flight at once (4).\n" \
+  "ra-max-inflight=N       Prefetch requests in flight at once (8).\n" \
   "ra-stats=FILE           Write counters to FILE at exit."
 
 static int
