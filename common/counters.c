@@ -49,3 +49,18 @@ gm_counters_write_file (const char *path, const char *prefix,
   errno = e;
   return -1;
 }
+
+int
+gm_counters_report (bool to_stderr, const char *path, const char *prefix,
+                    struct gm_counter *c, size_t n,
+                    void (*extra) (FILE *fp, void *opaque), void *opaque)
+{
+  if (to_stderr) {
+    gm_counters_print (stderr, prefix, c, n);
+    if (extra)
+      extra (stderr, opaque);
+  }
+  if (path)
+    return gm_counters_write_file (path, prefix, c, n, extra, opaque);
+  return 0;
+}

@@ -9,6 +9,7 @@
 #define GMBLOCK_COUNTERS_H
 
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -42,5 +43,14 @@ int gm_counters_write_file (const char *path, const char *prefix,
                             struct gm_counter *c, size_t n,
                             void (*extra) (FILE *fp, void *opaque),
                             void *opaque);
+
+/* What every module does at exit: print the counters (and 'extra') to
+ * stderr when to_stderr (its -D NAME.stats=1 flag) is set, and write
+ * them to path when it is not NULL.  Returns 0, or -1 with errno set
+ * when the file could not be written (the caller reports it).
+ */
+int gm_counters_report (bool to_stderr, const char *path, const char *prefix,
+                        struct gm_counter *c, size_t n,
+                        void (*extra) (FILE *fp, void *opaque), void *opaque);
 
 #endif /* GMBLOCK_COUNTERS_H */

@@ -73,12 +73,7 @@ print_derived (FILE *fp, void *opaque)
 void
 stats_report (void)
 {
-  if (gmblock_cache_debug_stats) {
-    gm_counters_print (stderr, CNAME, cstats, CS_COUNT);
-    print_derived (stderr, NULL);
-  }
-  if (cfg.stats_file &&
-      gm_counters_write_file (cfg.stats_file, CNAME, cstats, CS_COUNT,
-                              print_derived, NULL) == -1)
+  if (gm_counters_report (gmblock_cache_debug_stats, cfg.stats_file, CNAME,
+                          cstats, CS_COUNT, print_derived, NULL) == -1)
     nbdkit_error (CNAME ": cache-stats=%s: %m", cfg.stats_file);
 }

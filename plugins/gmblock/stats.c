@@ -56,12 +56,7 @@ print_derived (FILE *fp, void *opaque)
 void
 gm_stats_report (void)
 {
-  if (gmblock_debug_stats) {
-    gm_counters_print (stderr, GM_NAME, gm_stats, ST_COUNT);
-    print_derived (stderr, NULL);
-  }
-  if (gm.stats_file &&
-      gm_counters_write_file (gm.stats_file, GM_NAME, gm_stats, ST_COUNT,
-                              print_derived, NULL) == -1)
+  if (gm_counters_report (gmblock_debug_stats, gm.stats_file, GM_NAME,
+                          gm_stats, ST_COUNT, print_derived, NULL) == -1)
     nbdkit_error (GM_NAME ": stats=%s: %m", gm.stats_file);
 }

@@ -54,6 +54,18 @@ main (void)
   fclose (fp);
   unlink (path);
 
+  /* The exit-time report: nothing to do without a flag or a file, and
+   * the file is written when given.
+   */
+  CHECK (gm_counters_report (false, NULL, "t", c, 2, NULL, NULL) == 0);
+  CHECK (gm_counters_report (false, path, "t", c, 2, NULL, NULL) == 0);
+  fp = fopen (path, "r");
+  CHECK (fp != NULL);
+  CHECK (fgets (line, sizeof line, fp) && strcmp (line, "t.ops 400000\n") == 0);
+  fclose (fp);
+  unlink (path);
+  CHECK (gm_counters_report (false, "/nonexistent/dir/x", "t", c, 2, NULL, NULL) == -1);
+
   /* An unwritable destination fails cleanly. */
   CHECK (gm_counters_write_file ("/nonexistent/dir/x", "t", c, 2, NULL, NULL) == -1);
   UNIT_DONE ();
