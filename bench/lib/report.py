@@ -48,7 +48,7 @@ for r in rows:
     if r["workload"] not in wls[r["target"]]:
         wls[r["target"]].append(r["workload"])
 
-SORT = ["gmblock", "gmblock-pc"]
+SORT = ["gmblock"] + [v.split(":")[0] for v in meta.get("gm_variants", []) if v.split(":")[0] != "gmblock-pc"]
 def server_sort(t):
     s = order[t]
     def key(x):
@@ -164,6 +164,9 @@ for t, what, vals, ratio, goal, ok, miss in tg:
     res = "PASS" if ok else f"MISS by {100*miss:.1f}%"
     P(f"| {what} | {vals} | {fmt(ratio, 'x') if ratio is not None else ''} | {goal} | {res} |")
 n_pass = sum(1 for x in tg if x[5])
+import os
+if os.path.exists(os.path.join(os.path.dirname(os.path.abspath(sys.argv[2])), "ANALYSIS.md")):
+    P("What limits the misses (measurements, commands): see [ANALYSIS.md](ANALYSIS.md).\n")
 P(f"\n{n_pass} of {len(tg)} targets pass. Miss percentage: for 'at least' goals (goal - ratio) / goal; "
   "for 'at most' goals ratio / limit - 1.\n")
 
