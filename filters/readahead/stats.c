@@ -76,12 +76,7 @@ print_ledger (FILE *fp, void *opaque)
 void
 stats_report (void)
 {
-  if (gmblock_readahead_debug_stats) {
-    gm_counters_print (stderr, RNAME, rstats, RS_COUNT);
-    print_ledger (stderr, NULL);
-  }
-  if (cfg.stats_file &&
-      gm_counters_write_file (cfg.stats_file, RNAME, rstats, RS_COUNT,
-                              print_ledger, NULL) == -1)
+  if (gm_counters_report (gmblock_readahead_debug_stats, cfg.stats_file,
+                          RNAME, rstats, RS_COUNT, print_ledger, NULL) == -1)
     nbdkit_error (RNAME ": ra-stats=%s: %m", cfg.stats_file);
 }
