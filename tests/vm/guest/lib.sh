@@ -76,11 +76,21 @@ counter() {
 server_pid() { cat "$LAB_RUN/$1.pid"; }
 
 # stop NAME [SIGNAL]: stop a server started by serve and wait for it.
+# nbdkit does not exit on SIGTERM while a client stays connected: detach
+# first. A server that still lingers after 30 s fails the scenario.
 stop() {
-    local pid
+    local pid i
     pid=$(server_pid "$1") || return 0
     kill -"${2:-TERM}" "$pid" 2>/dev/null
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    for i in $(seq 300); do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        fail "server $1 did not exit within 30 s of SIG${2:-TERM}"
+    fi
+    wait "$pid" 2>/dev/null
     rm -f "$LAB_RUN/$1.pid"
 }
 

@@ -4,14 +4,18 @@
 # reads it over 9p in one stream. Sourced. Sets DATASET (the tar) and
 # MANIFEST (md5sum lines relative to the tar's root).
 
-DATASET_FILES=${LAB_FILES:-3000}
-DATASET_BIG_MIB=${LAB_BIG_MIB:-48}
+DATASET_FILES=${LAB_FILES:-2000}
+DATASET_BIG_MIB=${LAB_BIG_MIB:-32}
 
 dataset_prepare() {
-    d=$VM_CACHE/dataset-$DATASET_FILES-$DATASET_BIG_MIB
+    # Named after its parameters and this generator, so either changing
+    # makes a new one.
+    gen=$(sha256sum "$VM_DIR/lib/dataset.sh" | cut -c1-8)
+    d=$VM_CACHE/dataset-$DATASET_FILES-$DATASET_BIG_MIB-$gen
     DATASET=$d/data.tar
     MANIFEST=$d/manifest.md5
     [ -f "$d/.done" ] && return 0
+    rm -rf "$VM_CACHE"/dataset-*
     say "generating the dataset ($DATASET_FILES files + ${DATASET_BIG_MIB} MiB)"
     rm -rf "$d"
     mkdir -p "$d/tree"
