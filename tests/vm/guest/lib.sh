@@ -28,7 +28,7 @@ load() {
 }
 
 # serve NAME WHERE FILE [nbdkit options...] [-- plugin params...]
-# Start the plugin under test on FILE, in the foreground in the background
+# Start the plugin under test on FILE as a background job (nbdkit -f)
 # (its errors land in $LAB_OUT/NAME.nbdkit.log), listening on 127.0.0.1
 # port WHERE, or on the Unix socket WHERE if it starts with /.
 # LAB_PLUGIN=file serves with nbdkit's own file plugin (harness debugging
