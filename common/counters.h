@@ -20,6 +20,20 @@ struct gm_counter {
   _Atomic uint64_t value;
 };
 
+/* One entry of a module's counter table, indexed by its enum. */
+#define GM_COUNTER(id, name, help) [id] = { name, help, 0 }
+
+/* nbdkit sets the variable NAME_debug_FLAG for -D NAME.FLAG=N.  A
+ * module whose name holds a '-' ("gmblock-cache") cannot spell that as
+ * a C identifier, so this defines 'var' and exports it under the exact
+ * name as an assembler alias:
+ *     GM_DEBUG_FLAG (gmblock_cache_debug_stats, "gmblock-cache_debug_stats");
+ */
+#define GM_DEBUG_FLAG(var, exported)                                    \
+  __attribute__((visibility ("default"))) int var = 0;                 \
+  __asm__ (".globl \"" exported "\"\n"                                  \
+           ".set \"" exported "\", " #var)
+
 static inline void
 gm_count (struct gm_counter *c, uint64_t n)
 {

@@ -6,15 +6,10 @@
 
 #include "cache.h"
 
-/* nbdkit sets NAME_debug_FLAG for -D NAME.FLAG=1.  Our name contains a
- * '-', which C identifiers cannot, so the exported name is an
- * assembler alias of the variable.
- */
-NBDKIT_DLL_PUBLIC int gmblock_cache_debug_stats = 0;
-__asm__ (".globl \"gmblock-cache_debug_stats\"\n"
-         ".set \"gmblock-cache_debug_stats\", gmblock_cache_debug_stats");
+/* -D NAME.stats=1 (see GM_DEBUG_FLAG for the hyphenated name). */
+GM_DEBUG_FLAG (gmblock_cache_debug_stats, "gmblock-cache_debug_stats");
 
-#define C(id, name, help) [id] = { name, help, 0 }
+#define C GM_COUNTER
 struct gm_counter cstats[CS_COUNT] = {
   C (CS_READS, "reads", "read requests"),
   C (CS_READ_BYTES, "read_bytes", "bytes read by clients"),

@@ -6,14 +6,10 @@
 
 #include "readahead.h"
 
-/* nbdkit sets NAME_debug_FLAG for -D NAME.FLAG=1; our name has a '-',
- * so the exported symbol is an assembler alias of the variable.
- */
-NBDKIT_DLL_PUBLIC int gmblock_readahead_debug_stats = 0;
-__asm__ (".globl \"gmblock-readahead_debug_stats\"\n"
-         ".set \"gmblock-readahead_debug_stats\", gmblock_readahead_debug_stats");
+/* -D NAME.stats=1 (see GM_DEBUG_FLAG for the hyphenated name). */
+GM_DEBUG_FLAG (gmblock_readahead_debug_stats, "gmblock-readahead_debug_stats");
 
-#define C(id, name, help) [id] = { name, help, 0 }
+#define C GM_COUNTER
 struct gm_counter rstats[RS_COUNT] = {
   C (RS_READS, "reads", "client read requests"),
   C (RS_READ_BYTES, "read_bytes", "bytes read by clients"),

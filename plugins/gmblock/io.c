@@ -87,8 +87,8 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
     uint64_t to = end < wh ? end : wh;
     char *b = gm_pool_get (gm.pool, wh - wl);
 
-    /* At the end of a file the kernel returns fewer bytes; only what
-     * the client asked for has to be there.
+    /* Only the bytes the client asked for have to be there: a file
+     * shrunk underneath us still serves whatever lies below its end.
      */
     err = read_full (gm.fd, b, wh - wl, wl, to - wl);
     if (err == 0) {

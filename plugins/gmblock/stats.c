@@ -8,7 +8,7 @@
 /* -D gmblock.stats=1 prints the counters when nbdkit exits. */
 NBDKIT_DLL_PUBLIC int gmblock_debug_stats = 0;
 
-#define C(id, name, help) [id] = { name, help, 0 }
+#define C GM_COUNTER
 struct gm_counter gm_stats[ST_COUNT] = {
   C (ST_READS, "reads", "read requests"),
   C (ST_READ_BYTES, "read_bytes", "bytes requested by reads"),
