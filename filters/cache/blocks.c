@@ -352,33 +352,6 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
   return -1;
 }
 
-/* Write back the block we hold exclusively (FUA). */
-static int
-write_back_held (struct shard *sh, uint32_t s, int *err)
-{
-  struct slot *sl = &tbl.slots[s];
-  uint64_t b = sl->blk;
-  int r;
-
-  if (!sl->dirty)
-    return 0;
-  sl->dirty = false;
-  atomic_fetch_sub (&tbl.ndirty, 1);
-  pthread_mutex_unlock (&sh->lock);
-  r = lower_pwrite (slot_mem (s), blk_len (b), blk_off (b),
-                    NBDKIT_FLAG_FUA, err);
-  pthread_mutex_lock (&sh->lock);
-  if (r == -1) {
-    sl->dirty = true;
-    atomic_fetch_add (&tbl.ndirty, 1);
-  }
-  else {
-    CCOUNT (CS_WRITEBACKS, 1);
-    CCOUNT (CS_WRITEBACK_BYTES, blk_len (b));
-  }
-  return r;
-}
-
 int
 block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
                   bool fua, int *err)
@@ -437,9 +410,15 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
     sl->dirty = true;
     atomic_fetch_add (&tbl.ndirty, 1);
   }
-  if (fua)
-    r = write_back_held (sh, s, err);
   sl->excl = false;
+  /* FUA: write the block back now.  The exclusive hold becomes the
+   * write-back's shared hold without dropping the lock, so the block is
+   * marked in flight (wb) before anyone can look: a flush from another
+   * connection must wait for it, since it carries earlier acknowledged
+   * writes to this block too.
+   */
+  if (fua)
+    r = slot_write_back (sh, s, NBDKIT_FLAG_FUA, err);
   shard_wake (sh);
  out:
   pthread_mutex_unlock (&sh->lock);
