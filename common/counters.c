@@ -2,8 +2,10 @@
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "counters.h"
@@ -16,34 +18,53 @@ gm_counters_print (FILE *fp, const char *prefix, struct gm_counter *c, size_t n)
              (unsigned long long) gm_counter_get (&c[i]));
 }
 
+/* The temp file is made by mkostemp (O_CREAT|O_EXCL, random name) next
+ * to the target, so a symlink or file planted at a guessable name is
+ * never opened, and the rename stays within one filesystem.  mkostemp
+ * makes it 0600; stats are for anyone to read.
+ */
 int
 gm_counters_write_file (const char *path, const char *prefix,
                         struct gm_counter *c, size_t n,
                         void (*extra) (FILE *fp, void *opaque), void *opaque)
 {
-  size_t len = strlen (path) + 16;
+  size_t len = strlen (path) + sizeof ".tmpXXXXXX";
   char *tmp = malloc (len);
-  FILE *fp;
-  int e;
+  FILE *fp = NULL;
+  int fd, e;
 
   if (tmp == NULL)
     return -1;
-  snprintf (tmp, len, "%s.tmp%ld", path, (long) getpid ());
-  fp = fopen (tmp, "w");
-  if (fp == NULL)
+  snprintf (tmp, len, "%s.tmpXXXXXX", path);
+  fd = mkostemp (tmp, O_CLOEXEC);
+  if (fd == -1) {
+    e = errno;
+    free (tmp);
+    errno = e;
+    return -1;
+  }
+  if (fchmod (fd, 0644) == -1 || (fp = fdopen (fd, "w")) == NULL)
     goto fail;
   gm_counters_print (fp, prefix, c, n);
   if (extra)
     extra (fp, opaque);
-  if (fclose (fp) == EOF)
+  /* Durable before it replaces the old file. */
+  if (fflush (fp) == EOF || fsync (fd) == -1)
     goto fail;
-  if (rename (tmp, path) == -1)
+  e = fclose (fp);
+  fp = NULL;
+  fd = -1;
+  if (e == EOF || rename (tmp, path) == -1)
     goto fail;
   free (tmp);
   return 0;
 
  fail:
   e = errno;
+  if (fp)
+    fclose (fp);
+  else if (fd >= 0)
+    close (fd);
   unlink (tmp);
   free (tmp);
   errno = e;

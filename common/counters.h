@@ -50,8 +50,9 @@ gm_counter_get (struct gm_counter *c)
 void gm_counters_print (FILE *fp, const char *prefix,
                         struct gm_counter *c, size_t n);
 
-/* Write the counters to path atomically (temp file + rename).
- * Returns 0 or -1 with errno set.
+/* Write the counters to path atomically: a new temp file with a random
+ * name in path's directory (never one planted there), mode 0644,
+ * fsync'd, renamed over path.  Returns 0 or -1 with errno set.
  */
 int gm_counters_write_file (const char *path, const char *prefix,
                             struct gm_counter *c, size_t n,

@@ -1,5 +1,7 @@
 /* Unit tests for common/counters.c. */
+#include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "counters.h"
@@ -18,6 +20,61 @@ bump (void *arg)
     gm_count (&c[1], 512);
   }
   return NULL;
+}
+
+/* The whole of a small file into buf (NUL-terminated), or "" */
+static const char *
+slurp (const char *path, char *buf, size_t len)
+{
+  FILE *fp = fopen (path, "r");
+  size_t n = 0;
+
+  if (fp) {
+    n = fread (buf, 1, len - 1, fp);
+    fclose (fp);
+  }
+  buf[n] = '\0';
+  return buf;
+}
+
+/* The old writer used "PATH.tmpPID", a name anyone can guess, opened
+ * with fopen, which follows symlinks: a symlink planted there made the
+ * report overwrite its target (as root, any file), and the rename then
+ * left the stats file a symlink to it.  Plant one at that name: the
+ * victim must stay as it was and the stats file be a regular file.
+ */
+static void
+check_no_symlink_follow (void)
+{
+  char dir[] = "/var/tmp/gmblock-counters-dir-XXXXXX";
+  char victim[64], stats[64], trap[96], buf[256];
+  struct stat st;
+  int fd;
+
+  CHECK (mkdtemp (dir) != NULL);
+  snprintf (victim, sizeof victim, "%s/victim", dir);
+  snprintf (stats, sizeof stats, "%s/stats.txt", dir);
+  snprintf (trap, sizeof trap, "%s/stats.txt.tmp%ld", dir, (long) getpid ());
+  fd = open (victim, O_WRONLY | O_CREAT | O_EXCL, 0600);
+  CHECK (fd >= 0);
+  CHECK (write (fd, "precious\n", 9) == 9);
+  close (fd);
+  CHECK (symlink (victim, trap) == 0);
+
+  CHECK (gm_counters_write_file (stats, "t", c, 2, NULL, NULL) == 0);
+  CHECK (strcmp (slurp (victim, buf, sizeof buf), "precious\n") == 0);
+  CHECK (lstat (stats, &st) == 0 && S_ISREG (st.st_mode));
+  CHECK ((st.st_mode & 07777) == 0644);
+  CHECK (strcmp (slurp (stats, buf, sizeof buf),
+                 "t.ops 400000\nt.bytes 204800000\n") == 0);
+
+  /* Replacing an existing stats file works, and leaves no temp file. */
+  CHECK (gm_counters_write_file (stats, "u", c, 1, NULL, NULL) == 0);
+  CHECK (strcmp (slurp (stats, buf, sizeof buf), "u.ops 400000\n") == 0);
+  unlink (trap);
+  unlink (victim);
+  unlink (stats);
+  CHECK (rmdir (dir) == 0);       /* fails if a temp file was left */
 }
 
 static void
@@ -65,6 +122,8 @@ main (void)
   fclose (fp);
   unlink (path);
   CHECK (gm_counters_report (false, "/nonexistent/dir/x", "t", c, 2, NULL, NULL) == -1);
+
+  check_no_symlink_follow ();
 
   /* An unwritable destination fails cleanly. */
   CHECK (gm_counters_write_file ("/nonexistent/dir/x", "t", c, 2, NULL, NULL) == -1);
