@@ -1,6 +1,7 @@
 /* gmblock-cache filter: options, life cycle and what is negotiated.
  * SPDX-License-Identifier: BSD-3-Clause
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -278,7 +279,36 @@ cache_after_fork (nbdkit_backend *backend)
   return 0;
 }
 
-/* All clients are gone: write back what is dirty, then flush below. */
+/* Dirty blocks that could not be written back at shutdown: nbdkit must
+ * not report success.  Filters cannot set nbdkit's exit status, so an
+ * exit handler does, after every module has been unloaded (nbdkit
+ * calls exit (EXIT_SUCCESS) last).  The handler's code must still be
+ * mapped then: nbdkit dlclose()s filters, so this object pins itself
+ * with RTLD_NODELETE first.
+ */
+static void
+exit_lost (void)
+{
+  fflush (NULL);
+  _exit (EXIT_FAILURE);
+}
+
+static void
+fail_exit_status (void)
+{
+  Dl_info self;
+
+  if (dladdr ((void *) exit_lost, &self) == 0 || self.dli_fname == NULL ||
+      dlopen (self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL ||
+      atexit (exit_lost) != 0) {
+    nbdkit_error (CNAME ": cannot set a failing exit status: exiting now");
+    exit_lost ();
+  }
+}
+
+/* All clients are gone: write back what is dirty, then flush below.
+ * The flusher is stopped first so that this pass is the last word.
+ */
 static void
 cache_cleanup (nbdkit_backend *backend)
 {
@@ -286,11 +316,18 @@ cache_cleanup (nbdkit_backend *backend)
 
   if (lower.next == NULL)
     return;
+  writeback_stop_flusher ();
   if (tbl.slots && lower.can_write) {
-    if (writeback_range (0, UINT64_MAX, &err) == -1 || lower_flush (&err) == -1)
-      nbdkit_error (CNAME ": write-back at shutdown failed: %s: "
-                    "%llu dirty blocks are lost", strerror (err),
-                    (unsigned long long) atomic_load (&tbl.ndirty));
+    if (writeback_range (0, UINT64_MAX, &err) == -1 || lower_flush (&err) == -1) {
+      uint64_t n = atomic_load (&tbl.ndirty);
+      char sz[32];
+      errno = err;
+      nbdkit_error (CNAME ": write-back at shutdown failed: %m: "
+                    "%llu dirty blocks (%s) are lost; nbdkit will exit "
+                    "with status 1", (unsigned long long) n,
+                    gm_format_size (n * tbl.bs, sz, sizeof sz));
+      fail_exit_status ();
+    }
   }
   writeback_stop ();
   lower.next->finalize (lower.next);

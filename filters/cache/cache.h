@@ -180,6 +180,10 @@ int slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err);
  */
 int writeback_range (uint64_t b0, uint64_t b1, int *err);
 int writeback_start (void);
+/* Stop the background flusher (a whole-cache pass can still be made),
+ * then everything.
+ */
+void writeback_stop_flusher (void);
 void writeback_stop (void);
 void writeback_kick (void);
 

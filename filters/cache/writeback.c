@@ -110,7 +110,11 @@ static pthread_mutex_t hlock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t hwork = PTHREAD_COND_INITIALIZER;
 static pthread_cond_t hdone = PTHREAD_COND_INITIALIZER;
 static unsigned pass_gen, helpers_busy, nhelpers;
-static bool stopping, kicked;
+/* Two stops, in this order: the flusher first, then (after the final
+ * pass, which needs them) the helpers.  A helper never leaves while a
+ * pass it was given is unfinished.
+ */
+static bool flusher_stop, helpers_stop, kicked;
 static pthread_t helpers[WB_THREADS - 1], flusher;
 static bool flusher_running;
 static pthread_cond_t fcond = PTHREAD_COND_INITIALIZER;
@@ -137,10 +141,10 @@ helper_main (void *arg)
 
   pthread_mutex_lock (&hlock);
   for (;;) {
-    while (!stopping && pass_gen == seen)
+    while (!helpers_stop && pass_gen == seen)
       pthread_cond_wait (&hwork, &hlock);
-    if (stopping)
-      break;
+    if (pass_gen == seen)
+      break;                    /* stopping, and no pass counts on us */
     seen = pass_gen;
     pthread_mutex_unlock (&hlock);
     pass_work ();
@@ -221,7 +225,7 @@ static void *
 flusher_main (void *arg)
 {
   pthread_mutex_lock (&hlock);
-  while (!stopping) {
+  while (!flusher_stop) {
     struct timespec ts;
     clock_gettime (CLOCK_REALTIME, &ts);
     ts.tv_sec += cfg.flush_interval_ms / 1000;
@@ -233,7 +237,7 @@ flusher_main (void *arg)
     if (!kicked)
       pthread_cond_timedwait (&fcond, &hlock, &ts);
     kicked = false;
-    if (stopping)
+    if (flusher_stop)
       break;
     pthread_mutex_unlock (&hlock);
     if (atomic_load (&tbl.ndirty) > 0) {
@@ -283,16 +287,25 @@ writeback_start (void)
 }
 
 void
-writeback_stop (void)
+writeback_stop_flusher (void)
 {
   pthread_mutex_lock (&hlock);
-  stopping = true;
-  pthread_cond_broadcast (&hwork);
+  flusher_stop = true;
   pthread_cond_broadcast (&fcond);
   pthread_mutex_unlock (&hlock);
   if (flusher_running)
     pthread_join (flusher, NULL);
   flusher_running = false;
+}
+
+void
+writeback_stop (void)
+{
+  writeback_stop_flusher ();
+  pthread_mutex_lock (&hlock);
+  helpers_stop = true;
+  pthread_cond_broadcast (&hwork);
+  pthread_mutex_unlock (&hlock);
   for (unsigned i = 0; i < nhelpers; i++)
     pthread_join (helpers[i], NULL);
   nhelpers = 0;
