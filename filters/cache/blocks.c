@@ -311,8 +311,15 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
       return 0;
     }
     r = take_slot (sh, &s, err);
-    if (r == FAILED)
-      goto fail;
+    if (r == FAILED) {
+      /* Every victim is dirty and cannot be written back (the disk
+       * fails writes).  This block is healthy and not dirty: serve it
+       * from below rather than fail it with a victim's error.
+       */
+      CCOUNT (CS_NO_SLOT, 1);
+      pthread_mutex_unlock (&sh->lock);
+      return 0;
+    }
     if (r == RETRY)
       continue;
     install (sh, s, b, S_FILLING,
@@ -352,6 +359,20 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
   return -1;
 }
 
+/* Write [from, to) of block b below, then update any copy a reader
+ * brought in meanwhile (the caller's range lock keeps other writers out).
+ */
+static int
+write_through (uint64_t b, uint32_t from, uint32_t to, const char *src,
+               bool fua, int *err)
+{
+  if (lower_pwrite (src, to - from, blk_off (b) + from,
+                    fua ? NBDKIT_FLAG_FUA : 0, err) == -1)
+    return -1;
+  block_update (b, from, to, src, false);
+  return 0;
+}
+
 int
 block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
                   bool fua, int *err)
@@ -377,8 +398,14 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
       break;
     }
     r = take_slot (sh, &s, err);
-    if (r == FAILED)
-      goto out;
+    if (r == FAILED) {
+      /* No clean slot can be had: write this piece through below, so it
+       * succeeds or fails on its own merits, not a victim's.
+       */
+      CCOUNT (CS_NO_SLOT, 1);
+      pthread_mutex_unlock (&sh->lock);
+      return write_through (b, from, to, src, fua, err);
+    }
     if (r == RETRY)
       continue;
     install (sh, s, b, S_FILLING,

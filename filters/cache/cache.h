@@ -135,14 +135,15 @@ enum admit { ADMIT_NO, ADMIT_A1IN, ADMIT_AM };
 
 /* Read [from, to) of block b (offsets inside the block) into dst.
  * Returns 1 if served from the cache (hit or fill), 0 if the caller
- * must read it from below itself (adaptive bypass; nothing copied), or
- * -1 with *err set.  With dst == NULL only makes the block resident.
+ * must read it from below itself (adaptive bypass, or no clean slot to
+ * be had; nothing copied), or -1 with *err set.  With dst == NULL only makes the block resident.
  */
 int block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
                 char *dst, bool prefetch, bool scan, int *err);
 /* Store [from, to) of block b from src into the cache, marking it dirty
  * (write-back modes), filling it first if the write is partial.  With
- * fua, the block is written back before returning.
+ * fua, the block is written back before returning.  If the block is not
+ * resident and no slot can be freed, the piece is written below instead.
  */
 int block_write_back (uint64_t b, uint32_t from, uint32_t to,
                       const char *src, bool fua, int *err);
@@ -203,7 +204,7 @@ enum {
   CS_ADMIT_PREFETCH, CS_EVICTIONS, CS_DIRTY_EVICTIONS, CS_STALE_FILLS,
   CS_WRITES, CS_WRITE_BYTES, CS_WRITE_FILLS, CS_WRITEBACKS, CS_WRITEBACK_BYTES,
   CS_FLUSHES, CS_FUA, CS_TRIMS, CS_ZEROS, CS_INVALIDATIONS, CS_PREFETCHES,
-  CS_MEMCPY_READ_BYTES, CS_MEMCPY_WRITE_BYTES, CS_ERRORS,
+  CS_MEMCPY_READ_BYTES, CS_MEMCPY_WRITE_BYTES, CS_ERRORS, CS_NO_SLOT,
   CS_COUNT
 };
 extern struct gm_counter cstats[CS_COUNT];

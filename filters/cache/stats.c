@@ -43,6 +43,7 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_MEMCPY_READ_BYTES, "memcpy_read_bytes", "bytes copied cache -> client buffer"),
   C (CS_MEMCPY_WRITE_BYTES, "memcpy_write_bytes", "bytes copied client buffer -> cache"),
   C (CS_ERRORS, "errors", "failed write-backs"),
+  C (CS_NO_SLOT, "no_slot", "block pieces served below: every victim dirty and failing"),
 };
 
 static void
