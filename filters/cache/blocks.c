@@ -250,8 +250,7 @@ fill (uint32_t s, uint64_t b, int *err)
   /* The slot is aligned pool memory and the offset a whole block: the
    * plugin's O_DIRECT read lands here with no bounce copy.
    */
-  if (lower.next->pread (lower.next, slot_mem (s), len, blk_off (b), 0,
-                         err) == -1)
+  if (lower_pread (slot_mem (s), len, blk_off (b), err) == -1)
     return -1;
   CCOUNT (CS_FILLS, 1);
   CCOUNT (CS_FILL_BYTES, len);

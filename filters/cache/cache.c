@@ -17,6 +17,7 @@
 #define MIN_BS 4096u
 #define MAX_BS (16u << 20)
 #define MIN_BLOCKS 16               /* below this, 2Q has nothing to choose */
+#define MAX_REQUEST (64u << 20)     /* nbdkit refuses larger reads and writes */
 
 struct cache_config cfg = {
   .mode = MODE_ADAPTIVE,
@@ -25,7 +26,6 @@ struct cache_config cfg = {
   .flush_interval_ms = 1000,
   .hugepages = GM_HUGE_AUTO,
 };
-struct lower lower;
 
 static const char *mode_names[] = {
   [MODE_BYPASS] = "bypass", [MODE_READ] = "read",
@@ -191,6 +191,7 @@ cache_get_ready (int thread_model)
 
   if (cfg.mode == MODE_BYPASS)
     return 0;
+  lower_set_thread_model (thread_model);
   /* The pool is created now, where its errors reach the user; it is cut
    * into blocks in .after_fork, once the block size is known.
    */
@@ -203,45 +204,6 @@ cache_get_ready (int thread_model)
   return 0;
 }
 
-/* Open the shared context that all cache I/O uses, and learn once what
- * the layer below can do (nbdkit asserts these were asked before use).
- */
-static int
-open_lower (nbdkit_backend *backend)
-{
-  nbdkit_next *n;
-  int64_t size;
-
-  n = nbdkit_next_context_open (backend, 0, "", 1);
-  if (n == NULL) {
-    nbdkit_error (CNAME ": cannot open a shared context to the plugin");
-    return -1;
-  }
-  if (n->prepare (n) == -1) {
-    nbdkit_next_context_close (n);
-    return -1;
-  }
-  lower.next = n;
-  size = n->get_size (n);
-  if (size == -1)
-    return -1;
-  lower.size = size;
-  lower.can_write = n->can_write (n);
-  lower.can_flush = n->can_flush (n);
-  lower.can_trim = n->can_trim (n);
-  lower.can_zero = n->can_zero (n);
-  lower.can_fast_zero = n->can_fast_zero (n);
-  lower.can_fua = n->can_fua (n);
-  lower.can_cache = n->can_cache (n);
-  lower.can_extents = n->can_extents (n);
-  if (lower.can_write < 0 || lower.can_flush < 0 || lower.can_trim < 0 ||
-      lower.can_zero < 0 || lower.can_fast_zero < 0 || lower.can_fua < 0 ||
-      lower.can_cache < 0 || lower.can_extents < 0 ||
-      n->block_size (n, &lower.bmin, &lower.bpref, &lower.bmax) == -1)
-    return -1;
-  return 0;
-}
-
 static int
 cache_after_fork (nbdkit_backend *backend)
 {
@@ -249,7 +211,7 @@ cache_after_fork (nbdkit_backend *backend)
 
   if (cfg.mode == MODE_BYPASS)
     return 0;
-  if (open_lower (backend) == -1)
+  if (lower_open (backend) == -1)
     return -1;
   if (!cfg.block_size_set) {
     cfg.block_size = DEFAULT_BS;
@@ -330,9 +292,7 @@ cache_cleanup (nbdkit_backend *backend)
     }
   }
   writeback_stop ();
-  lower.next->finalize (lower.next);
-  nbdkit_next_context_close (lower.next);
-  lower.next = NULL;
+  lower_close ();
 }
 
 static void
@@ -376,7 +336,7 @@ cache_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
     return 0;
   if (*minimum == 0) {          /* no information below: say ours */
     *minimum = 1;
-    *maximum = 0xffffffff;
+    *maximum = MAX_REQUEST;
   }
   /* Whole blocks are what the cache handles best. */
   if (*preferred < tbl.bs)

@@ -165,13 +165,25 @@ void blocks_hold_range (uint64_t b0, uint64_t b1);
 void blocks_release_range (uint64_t b0, uint64_t b1, uint64_t off,
                            uint64_t len, bool ok);
 
-/* ---- writeback.c ---- */
-/* Write below through the shared context; FUA is emulated with a flush
- * when the layer below has none.
+/* ---- lower.c: every call to the layer below ---- */
+int lower_open (nbdkit_backend *backend);
+void lower_close (void);
+/* Below a plugin that is not fully parallel, the filter's own threads
+ * must take turns: every call below is then serialised.
  */
+void lower_set_thread_model (int thread_model);
+int lower_pread (void *buf, uint32_t count, uint64_t off, int *err);
+/* FUA is emulated with a flush when the layer below has none. */
 int lower_pwrite (const void *buf, uint32_t count, uint64_t off,
                   uint32_t flags, int *err);
 int lower_flush (int *err);
+int lower_trim (uint32_t count, uint64_t off, uint32_t flags, int *err);
+int lower_zero (uint32_t count, uint64_t off, uint32_t flags, int *err);
+/* Extents through the connection's own context (next). */
+int lower_extents (nbdkit_next *next, uint32_t count, uint64_t off,
+                   uint32_t flags, struct nbdkit_extents *extents, int *err);
+
+/* ---- writeback.c ---- */
 /* Write back one resident dirty slot.  Caller holds sh->lock; it is
  * dropped and retaken around the I/O.  Returns 0 or -1 with *err.
  */

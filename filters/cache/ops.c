@@ -38,7 +38,7 @@ read_below (char *buf, uint64_t len, uint64_t off, int *err)
   if (len == 0)
     return 0;
   CCOUNT (CS_BYPASS_BYTES, len);
-  return lower.next->pread (lower.next, buf, len, off, 0, err);
+  return lower_pread (buf, len, off, err);
 }
 
 int
@@ -171,9 +171,9 @@ change_range (enum change what, uint32_t count, uint64_t offset,
   lock_blocks (&rl, offset, count);
   blocks_hold_range (b0, b1);
   if (what == TRIM)
-    r = lower.next->trim (lower.next, count, offset, flags, err);
+    r = lower_trim (count, offset, flags, err);
   else
-    r = lower.next->zero (lower.next, count, offset, flags, err);
+    r = lower_zero (count, offset, flags, err);
   if (r == 0 && fua && !cfg.unsafe && lower.can_fua == NBDKIT_FUA_NONE)
     r = lower_flush (err);
   blocks_release_range (b0, b1, offset, count, r == 0);
@@ -222,6 +222,8 @@ cache_extents (nbdkit_next *next, void *handle, uint32_t count,
                uint64_t offset, uint32_t flags,
                struct nbdkit_extents *extents, int *err)
 {
+  if (cfg.mode == MODE_BYPASS)
+    return next->extents (next, count, offset, flags, extents, err);
   /* Dirty blocks exist only here: write them back first so that the
    * layer below describes the range truthfully.
    */
@@ -229,5 +231,5 @@ cache_extents (nbdkit_next *next, void *handle, uint32_t count,
       writeback_range (offset >> tbl.shift,
                        (offset + count - 1) >> tbl.shift, err) == -1)
     return -1;
-  return next->extents (next, count, offset, flags, extents, err);
+  return lower_extents (next, count, offset, flags, extents, err);
 }

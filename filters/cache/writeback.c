@@ -23,29 +23,6 @@
 #define WB_THREADS 8            /* parallel writers in a pass, incl. caller */
 
 int
-lower_pwrite (const void *buf, uint32_t count, uint64_t off, uint32_t flags,
-              int *err)
-{
-  bool fua = flags & NBDKIT_FLAG_FUA;
-
-  if (fua && lower.can_fua == NBDKIT_FUA_NONE)
-    flags &= ~NBDKIT_FLAG_FUA;
-  if (lower.next->pwrite (lower.next, buf, count, off, flags, err) == -1)
-    return -1;
-  if (fua && lower.can_fua == NBDKIT_FUA_NONE)
-    return lower_flush (err);
-  return 0;
-}
-
-int
-lower_flush (int *err)
-{
-  if (!lower.can_flush)
-    return 0;
-  return lower.next->flush (lower.next, 0, err);
-}
-
-int
 slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err)
 {
   struct slot *sl = &tbl.slots[s];
