@@ -2,6 +2,9 @@
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
@@ -109,6 +112,36 @@ gm_parse_size_or_percent (const char *str, uint64_t whole,
     return -1;
   }
   *out = whole / 100 * pct + whole % 100 * pct / 100;
+  return 0;
+}
+
+int
+gm_parse_seconds (const char *str, double min, double max, double *out,
+                  const char **why)
+{
+  char *end;
+  double v;
+
+  if (str == NULL || *str == '\0') {
+    *why = "empty value";
+    return -1;
+  }
+  /* strtod also reads "nan", "inf" and "0x1p3": allow only decimals. */
+  if (strspn (str, "0123456789.eE+-") != strlen (str)) {
+    *why = "expected a decimal number";
+    return -1;
+  }
+  errno = 0;
+  v = strtod (str, &end);
+  if (end == str || *end != '\0') {
+    *why = "expected a decimal number";
+    return -1;
+  }
+  if (errno == ERANGE || !isfinite (v) || !(v >= min && v <= max)) {
+    *why = "out of range";
+    return -1;
+  }
+  *out = v;
   return 0;
 }
 

@@ -21,6 +21,14 @@ int gm_parse_size (const char *str, uint64_t *out, const char **why);
 int gm_parse_size_or_percent (const char *str, uint64_t whole,
                               uint64_t *out, const char **why);
 
+/* Parse a decimal number of seconds from min to max ("0.5", "2",
+ * "1e-2").  Rejects empty strings, garbage, NaN and infinities (which
+ * would pass a plain range check: every comparison with NaN is false)
+ * and hexadecimal floats.  On error returns -1 and sets *why.
+ */
+int gm_parse_seconds (const char *str, double min, double max, double *out,
+                      const char **why);
+
 /* Format a byte count as a short human string ("64M", "1.5G", "512").
  * Writes into buf (at least 16 bytes) and returns it.
  */

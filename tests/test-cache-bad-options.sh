@@ -29,8 +29,10 @@ start_fails aw 'gmblock-cache:' 'adaptive-writes=sometimes' 'around or back' \
     -- $c gmblock "$f" adaptive-writes=sometimes
 start_fails scan 'gmblock-cache:' 'adaptive-scan=0' 'must not be zero' -- $c gmblock "$f" adaptive-scan=0
 start_fails scan2 'gmblock-cache:' 'adaptive-scan=x' -- $c gmblock "$f" adaptive-scan=x
-for v in 0 -1 soon 7200; do
-    start_fails "wbi_${v//-/m}" 'gmblock-cache:' "writeback-interval=$v" '0.01 to 3600' \
+# NaN passes both range checks of a naive parser; infinities and
+# out-of-range exponents must be refused too.
+for v in 0 -1 soon 7200 nan NaN -nan inf -inf infinity 1e999 0x1p99 ""; do
+    start_fails "wbi_$(echo "${v:-empty}" | tr -c 'a-zA-Z0-9\n' _)" 'gmblock-cache:' "writeback-interval=$v" '0.01 to 3600' \
         -- $c gmblock "$f" "writeback-interval=$v"
 done
 start_fails huge 'gmblock-cache:' 'cache-hugepages=maybe' 'auto, on or off' \

@@ -106,13 +106,10 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   if (strcmp (key, "writeback-interval") == 0) {
-    char *end;
     double s;
-    errno = 0;
-    s = strtod (value, &end);
-    if (errno || end == value || *end || s < 0.01 || s > 3600) {
-      nbdkit_error (CNAME ": writeback-interval=%s: expected seconds from "
-                    "0.01 to 3600", value);
+    if (gm_parse_seconds (value, 0.01, 3600, &s, &why) == -1) {
+      nbdkit_error (CNAME ": writeback-interval=%s: %s (expected seconds "
+                    "from 0.01 to 3600)", value, why);
       return -1;
     }
     cfg.flush_interval_ms = s * 1000;

@@ -72,6 +72,27 @@ main (void)
   CHECK (gm_parse_size_or_percent ("5.5%", 1000, &v, &why) == -1);
   CHECK (gm_parse_size_or_percent ("%", 1000, &v, &why) == -1);
 
+  {
+    static const char *const bad_secs[] = {
+      "nan", "NaN", "-nan", "inf", "-inf", "infinity", "1e999", "0x1p3",
+      "", "1s", "0", "-1", "3601", "1e-9", ".", "e", NULL,
+    };
+    double d = 42;
+    CHECK (gm_parse_seconds ("0.5", 0.01, 3600, &d, &why) == 0 && d == 0.5);
+    CHECK (gm_parse_seconds ("1e-2", 0.01, 3600, &d, &why) == 0 && d == 0.01);
+    CHECK (gm_parse_seconds ("3600", 0.01, 3600, &d, &why) == 0 && d == 3600);
+    CHECK (gm_parse_seconds (NULL, 0.01, 3600, &d, &why) == -1);
+    for (size_t i = 0; bad_secs[i]; i++) {
+      d = 42;
+      why = NULL;
+      if (gm_parse_seconds (bad_secs[i], 0.01, 3600, &d, &why) != -1) {
+        fprintf (stderr, "gm_parse_seconds accepted '%s'\n", bad_secs[i]);
+        exit (1);
+      }
+      CHECK (why != NULL && d == 42);
+    }
+  }
+
   CHECK (strcmp (gm_format_size (64ULL << 20, buf, sizeof buf), "64M") == 0);
   CHECK (strcmp (gm_format_size (4096, buf, sizeof buf), "4K") == 0);
   CHECK (strcmp (gm_format_size (1000, buf, sizeof buf), "1000") == 0);
