@@ -66,6 +66,9 @@ $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS)
 
+# Unit tests that compile a module's source in (see the test).
+$(B)/tests/unit/test-cache-policy: filters/cache/policy.c filters/cache/cache.h
+
 # Loaded into nbdkit in the sanitizer run only (see the file).
 $(B)/tests/sanitizer-shim.so: tests/sanitizer-shim.c
 	@mkdir -p $(@D)

@@ -308,11 +308,12 @@ cache_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
 
   if (next (ctx, readonly, exportname) == -1)
     return NULL;
-  c = calloc (1, sizeof *c);
+  c = malloc (sizeof *c);
   if (c == NULL) {
-    nbdkit_error (CNAME ": calloc: %m");
+    nbdkit_error (CNAME ": malloc: %m");
     return NULL;
   }
+  conn_init (c);
   c->id = policy_new_conn ();
   return c;
 }
@@ -320,6 +321,7 @@ cache_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
 static void
 cache_close (void *handle)
 {
+  conn_destroy (handle);
   free (handle);
 }
 

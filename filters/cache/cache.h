@@ -59,6 +59,7 @@ extern struct lower lower;
 #define STREAMS 4
 struct conn {
   uint32_t id;
+  pthread_mutex_t lock;         /* the streams: requests run in parallel */
   struct { uint64_t next, run; } stream[STREAMS];
   unsigned stream_victim;
 };
@@ -207,6 +208,8 @@ enum admit policy_admit (struct conn *c, uint64_t b, bool scan, bool prefetch,
                          struct shard *sh);
 void policy_hit (struct conn *c, struct slot *sl, bool scan);
 uint32_t policy_new_conn (void);
+void conn_init (struct conn *c);
+void conn_destroy (struct conn *c);
 
 /* ---- stats.c ---- */
 enum {

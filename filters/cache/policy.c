@@ -27,6 +27,7 @@
  * reached adaptive-scan bytes.  A single-use scan therefore never
  * displaces the working set, however long it is.
  */
+#include <string.h>
 #include <time.h>
 
 #include "cache.h"
@@ -71,10 +72,25 @@ is_followed (uint32_t id)
 }
 
 void
+conn_init (struct conn *c)
+{
+  memset (c, 0, sizeof *c);
+  pthread_mutex_init (&c->lock, NULL);
+}
+
+void
+conn_destroy (struct conn *c)
+{
+  pthread_mutex_destroy (&c->lock);
+}
+
+void
 policy_note_read (struct conn *c, uint64_t offset, uint32_t count, bool *scan)
 {
   unsigned i;
 
+  /* One connection's requests run in parallel on several threads. */
+  pthread_mutex_lock (&c->lock);
   for (i = 0; i < STREAMS; i++) {
     uint64_t next = c->stream[i].next;
     if (c->stream[i].run && offset >= next &&
@@ -89,6 +105,7 @@ policy_note_read (struct conn *c, uint64_t offset, uint32_t count, bool *scan)
   c->stream[i].run += count;
   c->stream[i].next = offset + count;
   *scan = c->stream[i].run >= cfg.scan_bytes;
+  pthread_mutex_unlock (&c->lock);
 }
 
 static inline uint32_t
