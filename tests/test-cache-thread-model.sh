@@ -6,7 +6,7 @@
 # concurrent pwrite calls.  The plugin below records any call that
 # starts while another is running; there must be none, in every mode,
 # with 4 clients reading, writing, flushing and asking for extents at
-# once.  Control: the same plugin declaring parallel does see overlaps
+# once (serialize_requests: writeback only, the busiest).  Control: the same plugin declaring parallel does see overlaps
 # (so the detector works).  Also: over a plugin that gives no block
 # sizes the advertised maximum is one nbdkit accepts (it was 4 GiB - 1).
 . "$(dirname "$0")/functions.sh"
@@ -70,7 +70,9 @@ PY
 }
 
 for model in serialize_all_requests serialize_requests; do
-    for mode in writeback writethrough adaptive; do
+    modes=(writeback writethrough adaptive)
+    [[ $model == serialize_requests ]] && modes=(writeback)
+    for mode in "${modes[@]}"; do
         echo "$model" >"$T/model"
         head -c $((4 * M)) /dev/zero >"$T/disk.img"
         rm -f "$T/overlaps"
