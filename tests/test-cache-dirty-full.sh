@@ -5,7 +5,8 @@
 # cached must still succeed, with the right data: the cache is bypassed
 # when no clean slot can be had (they used to fail with EIO, the error
 # of a victim's write-back).  A write to a block not cached goes below
-# directly and fails or succeeds on its own merits.  The dirty blocks
+# directly and fails or succeeds on its own merits (it used to be
+# acknowledged without being stored anywhere: silent loss).  The dirty blocks
 # still read back as written; once the disk heals, a flush writes them
 # all and the disk holds exactly what the clients wrote.
 . "$(dirname "$0")/functions.sh"
