@@ -64,10 +64,13 @@ $(foreach f,$(FILTERS),$(eval $(call filter_rule,$(f))))
 
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS) $(UNIT_LDFLAGS)
 
 # Unit tests that compile a module's source in (see the test).
 $(B)/tests/unit/test-cache-policy: filters/cache/policy.c filters/cache/cache.h
+$(B)/tests/unit/test-uring-faults: plugins/gmblock/engine-shared.c plugins/gmblock/gmblock.h
+# ... and that interpose on liburing to inject its failures.
+$(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait -Wl,--wrap=__io_uring_get_cqe
 
 # Loaded into nbdkit in the sanitizer run only (see the file).
 $(B)/tests/sanitizer-shim.so: tests/sanitizer-shim.c

@@ -85,26 +85,66 @@ gm_uring_describe (const struct gm_uring *u, char *buf, size_t len)
   return buf;
 }
 
-/* Submit what is queued and wait for one completion; return its res. */
+#define SUBMIT_TRIES 1000       /* transient submit failures before giving up */
+
+/* Submit the one SQE the caller prepared and return exactly its result.
+ *
+ * Never return while that SQE is queued or in flight: its buffer is the
+ * caller's, who will reuse it.  A failed io_uring_submit_and_wait may or
+ * may not have handed the SQE to the kernel (it can fail after the
+ * kernel consumed it, e.g. interrupted while waiting), so the SQ ring
+ * says which: resubmitting a consumed SQE would run the I/O twice, and
+ * preparing a new one after a queued one would leave a stray request.
+ * Each SQE carries a sequence number, so a completion that is not ours
+ * (a no-op left by a failed submission) is never taken for ours.
+ */
 static int
-submit_and_reap (struct gm_uring *u)
+submit_one (struct gm_uring *u, struct io_uring_sqe *sqe)
 {
   struct io_uring_cqe *cqe;
+  uint64_t tag = ++u->seq;
+  unsigned tries = 0;
+  bool queued = true;
   int r, res;
 
-  do
+  if (u->dead)
+    return -EIO;
+  io_uring_sqe_set_data64 (sqe, tag);
+  while (queued) {
     r = io_uring_submit_and_wait (&u->ring, 1);
-  while (r == -EINTR);
-  if (r < 0)
-    return r;
-  do
+    queued = io_uring_sq_ready (&u->ring) > 0;
+    if (r >= 0 || !queued)
+      break;
+    if (!gm_uring_transient (r) || ++tries == SUBMIT_TRIES) {
+      /* The kernel will not take it: make it a no-op (still ours to
+       * change, the kernel has not read it), so that whenever the ring
+       * does submit it, nothing happens and its completion is dropped.
+       */
+      io_uring_prep_nop (sqe);
+      io_uring_sqe_set_data64 (sqe, 0);
+      return r;
+    }
+  }
+  for (;;) {
     r = io_uring_wait_cqe (&u->ring, &cqe);
-  while (r == -EINTR);
-  if (r < 0)
-    return r;
-  res = cqe->res;
-  io_uring_cqe_seen (&u->ring, cqe);
-  return res;
+    if (r < 0) {
+      if (gm_uring_transient (r))
+        continue;
+      /* The ring itself failed (not a "not now"): our request may be in
+       * flight and its completion may never come.  Waiting could hang
+       * forever, so mark the ring dead: nothing is reaped from it again
+       * and every later request fails at once.
+       */
+      u->dead = true;
+      return -EIO;
+    }
+    if (cqe->user_data == tag) {
+      res = cqe->res;
+      io_uring_cqe_seen (&u->ring, cqe);
+      return res;
+    }
+    io_uring_cqe_seen (&u->ring, cqe);  /* a no-op left behind */
+  }
 }
 
 static struct io_uring_sqe *
@@ -112,7 +152,7 @@ get_sqe (struct gm_uring *u)
 {
   struct io_uring_sqe *sqe = io_uring_get_sqe (&u->ring);
   if (sqe == NULL) {
-    /* Only possible if a previous submit failed half-way. */
+    /* Only no-ops left by failed submissions can fill the SQ. */
     io_uring_submit (&u->ring);
     sqe = io_uring_get_sqe (&u->ring);
   }
@@ -172,7 +212,7 @@ uring_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
   if (sqe == NULL)
     return -EBUSY;
   gm_uring_prep_rw (u, sqe, op, fd, buf, len, off, rw_flags);
-  return submit_and_reap (u);
+  return submit_one (u, sqe);
 }
 
 ssize_t
@@ -185,14 +225,17 @@ gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
 int
 gm_uring_fsync (struct gm_uring *u, int fd, bool datasync)
 {
-  struct io_uring_sqe *sqe = get_sqe (u);
+  struct io_uring_sqe *sqe;
   int r;
 
-  if (sqe == NULL)
-    return -EBUSY;
-  io_uring_prep_fsync (sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
-  do
-    r = submit_and_reap (u);
-  while (r == -EINTR);
+  /* An interrupted fsync is issued again, as a new SQE: the old one is
+   * complete (its result was the interruption).
+   */
+  do {
+    if ((sqe = get_sqe (u)) == NULL)
+      return -EBUSY;
+    io_uring_prep_fsync (sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
+    r = submit_one (u, sqe);
+  } while (r == -EINTR || r == -EAGAIN);
   return r < 0 ? r : 0;
 }

@@ -5,6 +5,7 @@
 #ifndef GMBLOCK_URING_H
 #define GMBLOCK_URING_H
 
+#include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,7 +24,16 @@ struct gm_uring {
   unsigned features;            /* GM_URING_* actually in effect */
   char *fixed_base;             /* registered buffer 0, or NULL */
   size_t fixed_len;
+  uint64_t seq;                 /* tags SQEs: a completion is known as ours */
+  bool dead;                    /* waiting failed: never reaped again */
 };
+
+/* Errors after which trying again is right: the kernel said "not now". */
+static inline bool
+gm_uring_transient (int r)
+{
+  return r == -EINTR || r == -EAGAIN || r == -EBUSY || r == -ETIME;
+}
 
 /* Returns 0 or -errno. */
 int gm_uring_init (struct gm_uring *u, unsigned entries, unsigned want);

@@ -31,9 +31,12 @@ struct waiter {
   struct waiter *prev, *next;
 };
 
+#define SUBMIT_TRIES 1000      /* transient submit failures before giving up */
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gm_uring *ring;
 static bool leader;                     /* a thread waits in the kernel */
+static bool dead;                       /* the ring failed: never used again */
 static struct waiter *waiting;          /* requests not yet completed */
 
 int
@@ -55,6 +58,7 @@ gm_shared_cleanup (void)
     free (ring);
     ring = NULL;
   }
+  dead = false;
 }
 
 static void
@@ -68,8 +72,49 @@ unlink_waiter (struct waiter *w)
     w->next->prev = w->prev;
 }
 
+/* The ring failed in a way that is not "not now": its completions may
+ * never come, and waiting could hang forever.  Fail every waiter.  From
+ * now on nothing is submitted to or reaped from the ring, so no waiter's
+ * stack frame is ever touched after it returns.  Called with the lock.
+ */
+static void
+ring_failed (int r)
+{
+  struct waiter *w;
+
+  dead = true;
+  errno = -r;
+  nbdkit_error (GM_NAME ": the shared io_uring failed: %m: "
+                "every request on it fails from now on");
+  while ((w = waiting) != NULL) {
+    w->res = -EIO;
+    w->done = true;
+    unlink_waiter (w);
+    pthread_cond_signal (&w->cond);
+  }
+}
+
+/* Submit what is queued.  Called with the lock held.  Returns 0 or the
+ * error that stopped it (the ring is then dead).
+ */
+static int
+submit_queued (void)
+{
+  unsigned tries = 0;
+  int r;
+
+  while (io_uring_sq_ready (&ring->ring) > 0) {
+    r = io_uring_submit (&ring->ring);
+    if (r < 0 && (!gm_uring_transient (r) || ++tries == SUBMIT_TRIES))
+      return r;
+  }
+  return 0;
+}
+
 /* Leader: wait for at least one completion and dispatch all of them.
- * Called and returns with the lock held.
+ * Called and returns with the lock held.  The leader never leaves while
+ * its own request is in flight: a failed wait that means "not now" is
+ * simply repeated.
  */
 static void
 lead (struct waiter *self)
@@ -78,32 +123,31 @@ lead (struct waiter *self)
   unsigned head, n = 0;
   int r;
 
+  if ((r = submit_queued ()) < 0) {
+    ring_failed (r);
+    return;
+  }
   leader = true;
-  io_uring_submit (&ring->ring);
   pthread_mutex_unlock (&lock);
   do
     r = io_uring_wait_cqe (&ring->ring, &cqe);
-  while (r == -EINTR);
+  while (gm_uring_transient (r));
   pthread_mutex_lock (&lock);
-  if (r < 0) {
-    /* The ring itself failed: fail our own request. */
-    self->res = r;
-    self->done = true;
-    unlink_waiter (self);
-  }
-  else {
-    io_uring_for_each_cqe (&ring->ring, head, cqe) {
-      struct waiter *w = io_uring_cqe_get_data (cqe);
-      w->res = cqe->res;
-      w->done = true;
-      unlink_waiter (w);
-      if (w != self)
-        pthread_cond_signal (&w->cond);
-      n++;
-    }
-    io_uring_cq_advance (&ring->ring, n);
-  }
   leader = false;
+  if (r < 0) {
+    ring_failed (r);
+    return;
+  }
+  io_uring_for_each_cqe (&ring->ring, head, cqe) {
+    struct waiter *w = io_uring_cqe_get_data (cqe);
+    w->res = cqe->res;
+    w->done = true;
+    unlink_waiter (w);
+    if (w != self)
+      pthread_cond_signal (&w->cond);
+    n++;
+  }
+  io_uring_cq_advance (&ring->ring, n);
 }
 
 ssize_t
@@ -115,8 +159,13 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
 
   pthread_cond_init (&w.cond, NULL);
   pthread_mutex_lock (&lock);
-  while ((sqe = io_uring_get_sqe (&ring->ring)) == NULL)
-    io_uring_submit (&ring->ring);
+  if (dead || ((sqe = io_uring_get_sqe (&ring->ring)) == NULL &&
+               (submit_queued () < 0 ||
+                (sqe = io_uring_get_sqe (&ring->ring)) == NULL))) {
+    pthread_mutex_unlock (&lock);
+    pthread_cond_destroy (&w.cond);
+    return -EIO;
+  }
   gm_uring_prep_rw (ring, sqe, op, fd, buf, len, off, rwf);
   io_uring_sqe_set_data (sqe, &w);
   w.next = waiting;
@@ -124,6 +173,9 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
     waiting->prev = &w;
   waiting = &w;
 
+  /* The leader sleeps in the kernel: submit our own.  Should that fail,
+   * the SQE stays queued and the next leader submits it.
+   */
   if (leader)
     io_uring_submit (&ring->ring);
   while (!w.done) {
