@@ -62,6 +62,16 @@ gm_engine_new_ring (unsigned depth, unsigned want)
 static struct gm_uring *
 my_ring (void)
 {
+  /* A ring that failed for good (common/uring.c marks it dead) is
+   * replaced, so this worker thread recovers instead of failing every
+   * request it serves from now on.
+   */
+  if (thread_ring && thread_ring->dead) {
+    nbdkit_error (GM_NAME ": this thread's io_uring failed: replacing it");
+    pthread_setspecific (ring_key, NULL);
+    ring_destroy (thread_ring);
+    thread_ring = NULL;
+  }
   if (thread_ring == NULL) {
     thread_ring = gm_engine_new_ring (RING_DEPTH, RING_WANT);
     if (thread_ring)
