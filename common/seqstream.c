@@ -51,16 +51,15 @@ static void
 retire (struct gm_seq_table *t, struct gm_seq_window *w)
 {
   struct gm_seq_ledger *l = &t->ledger;
-  uint64_t valid = w->issued - w->invalidated;  /* counted already */
+  /* Invalidated and failed bytes are counted already; together they
+   * never exceed issued (gm_seq_invalidate, gm_seq_done).
+   */
+  uint64_t valid = w->issued - w->invalidated - w->failed;
   uint64_t useful = w->consumed < valid ? w->consumed : valid;
-  uint64_t unread = valid - useful;
 
   l->useful += useful;
+  l->wasted += valid - useful;
   l->cancelled += w->len - w->issued;
-  if (w->failed)
-    l->failed += unread;
-  else
-    l->wasted += unread;
   memset (w, 0, sizeof *w);
 }
 
@@ -74,19 +73,36 @@ retire_if_finished (struct gm_seq_table *t, struct gm_seq_stream *s,
   }
   if (w->state != GM_WIN_DONE)
     return;
-  if (w->failed || w->consumed >= w->issued ||
+  /* Read, passed, orphaned, or nothing in it was prefetched. */
+  if (w->orphan || w->failed == w->issued || w->consumed >= w->issued ||
       s->next >= w->start + w->len + t->cfg.slack_min)
     retire (t, w);
 }
 
+/* Windows with pieces in flight stay, orphaned, until those complete
+ * (so that a failure still counts the piece's bytes); their other
+ * pieces are skipped.  The rest are retired.
+ */
 static void
 reset_stream (struct gm_seq_table *t, struct gm_seq_stream *s,
               uint64_t offset, uint32_t len)
 {
-  for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++)
-    if (s->win[i].state != GM_WIN_FREE)
-      retire (t, &s->win[i]);
+  struct gm_seq_window keep[GM_SEQ_WINDOWS];
+  unsigned nkeep = 0;
+
+  for (unsigned i = 0; i < GM_SEQ_WINDOWS; i++) {
+    struct gm_seq_window *w = &s->win[i];
+    if (w->state == GM_WIN_FREE)
+      continue;
+    if (w->inflight_pieces > 0) {
+      w->orphan = true;
+      keep[nkeep++] = *w;
+    }
+    else
+      retire (t, w);
+  }
   memset (s, 0, sizeof *s);
+  memcpy (s->win, keep, nkeep * sizeof *keep);
   s->live = true;
   s->next = offset + len;
   s->run = len;
@@ -334,7 +350,7 @@ gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
 
   if (w == NULL)
     return false;               /* dropped: already accounted */
-  if (s->next >= piece_off + piece_len ||
+  if (w->orphan || s->next >= piece_off + piece_len ||
       t->tick - s->last_use > t->cfg.stale_ticks) {
     /* The reader got there first, or went away. */
     w->skipped += piece_len;
@@ -345,6 +361,10 @@ gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
     return false;
   }
   w->issued += piece_len;
+  w->inflight += piece_len;
+  w->inflight_pieces++;
+  if (piece_off + piece_len < w->start + w->len)
+    w->piece = piece_len;       /* not the last piece */
   w->state = GM_WIN_INFLIGHT;
   return true;
 }
@@ -357,8 +377,28 @@ gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id, bool ok)
 
   if (w == NULL)
     return;
-  if (!ok)
-    w->failed = true;
+  if (w->inflight_pieces > 0) {
+    /* The last piece in flight is what remains; before it, any is one
+     * of the window's equal pieces (see seqstream.h).
+     */
+    uint64_t len = w->inflight;
+    if (w->inflight_pieces > 1)
+      len = w->piece && w->piece <= len ? w->piece : len / w->inflight_pieces;
+    w->inflight -= len;
+    w->inflight_pieces--;
+    if (!ok) {
+      /* Bytes that failed were never prefetched, so a write cannot have
+       * invalidated them: take back what would count them twice.
+       */
+      if (w->invalidated + w->failed + len > w->issued) {
+        uint64_t over = w->invalidated + w->failed + len - w->issued;
+        w->invalidated -= over;
+        t->ledger.invalidated -= over;
+      }
+      w->failed += len;
+      t->ledger.failed += len;
+    }
+  }
   w->pieces_left--;
   if (w->pieces_left == 0)
     w->state = GM_WIN_DONE;
@@ -385,7 +425,8 @@ gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
       /* Queued windows will read the new data anyway; what the reader
        * has passed no longer matters.
        */
-      if (w->state != GM_WIN_INFLIGHT && w->state != GM_WIN_DONE)
+      if ((w->state != GM_WIN_INFLIGHT && w->state != GM_WIN_DONE) ||
+          w->orphan)
         continue;
       a = offset > w->start ? offset : w->start;
       if (a < s->next)
@@ -400,8 +441,8 @@ gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
       if (b > we)
         b = we;
       v = b - a;
-      if (v > w->issued - w->invalidated)
-        v = w->issued - w->invalidated;
+      if (v > w->issued - w->invalidated - w->failed)
+        v = w->issued - w->invalidated - w->failed;
       w->invalidated += v;
       t->ledger.invalidated += v;
       *dropped += v;

@@ -48,10 +48,15 @@ struct gm_seq_window {
   uint64_t issued;              /* bytes of its pieces sent below */
   uint64_t invalidated;         /* of those, changed since by writes */
   uint64_t skipped;             /* bytes of its pieces never sent */
+  uint64_t failed;              /* bytes of its pieces that failed below */
+  uint64_t inflight;            /* bytes of its pieces sent, not completed */
+  uint64_t piece;               /* length of its pieces but the last */
+  uint32_t inflight_pieces;
   uint32_t id;                  /* unique: queued pieces refer to it */
   uint32_t pieces_left;         /* pieces not yet completed or skipped */
   uint8_t state;
-  bool failed;                  /* a piece failed below */
+  bool orphan;                  /* its stream was replaced: it only waits
+                                 * for its pieces in flight */
 };
 
 struct gm_seq_stream {
@@ -113,12 +118,19 @@ bool gm_seq_read (struct gm_seq_table *t, uint64_t offset, uint32_t len,
 
 /* A worker is about to issue a piece of window 'id' of 'stream'.
  * False means skip it: the window is gone, or the reader has passed
- * it (then the piece's bytes count as cancelled).
+ * it (then the piece's bytes count as cancelled).  The pieces of a
+ * window are claimed in order, and all but the last are the same
+ * length.
  */
 bool gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
                    uint64_t piece_off, uint64_t piece_len);
 
-/* A claimed piece completed (ok) or failed below. */
+/* A claimed piece completed (ok) or failed below.  A failed piece
+ * counts its own bytes as failed; the window's other pieces stay
+ * prefetched.  Which of the window's pieces in flight completed is not
+ * said: they are all the same length, unless the shorter last piece is
+ * in flight with others, which are then taken to complete before it.
+ */
 void gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
                   bool ok);
 

@@ -256,6 +256,122 @@ test_dedup_and_failure (void)
   check_ledger_balances ();
 }
 
+/* Queue a 256K window [192K,448K) for a stream read in 64K requests,
+ * cut into pieces of piece bytes (the last one shorter if need be).
+ */
+static struct gm_seq_window *
+queue_256k_window (struct gm_seq_issue *is, uint64_t piece)
+{
+  setup (1024 * M);
+  read_and_complete (0, 64 * K, is);
+  read_and_complete (64 * K, 64 * K, is);
+  CHECK (gm_seq_read (&t, 128 * K, 64 * K, UINT64_MAX, is));
+  CHECK_EQ_U64 (is->start, 192 * K);
+  CHECK_EQ_U64 (is->len, 256 * K);
+  is->win->pieces_left = (is->len + piece - 1) / piece;
+  return is->win;
+}
+
+/* The reader reads all of that window, then everything retires. */
+static void
+read_window_and_retire (void)
+{
+  struct gm_seq_issue is;
+
+  for (uint64_t off = 192 * K; off < 512 * K; off += 64 * K)
+    gm_seq_read (&t, off, 64 * K, 0, &is);      /* room 0: no new windows */
+  gm_seq_retire_all (&t);
+}
+
+/* Only the bytes of the pieces that failed count as failed: the pieces
+ * that succeeded stay prefetched, and the reader's reads of them are
+ * useful.
+ */
+static void
+test_failed_piece_counts_only_itself (void)
+{
+  struct gm_seq_issue is;
+  struct gm_seq_window *w = queue_256k_window (&is, 64 * K);
+  uint32_t id = w->id;
+
+  for (uint64_t off = 192 * K; off < 448 * K; off += 64 * K)
+    CHECK (gm_seq_claim (&t, 0, id, off, 64 * K));
+  gm_seq_done (&t, 0, id, true);
+  gm_seq_done (&t, 0, id, false);   /* one piece of four fails */
+  gm_seq_done (&t, 0, id, true);
+  gm_seq_done (&t, 0, id, true);
+  CHECK_EQ_U64 (t.ledger.failed, 64 * K);
+  read_window_and_retire ();
+  CHECK_EQ_U64 (t.ledger.failed, 64 * K);
+  CHECK_EQ_U64 (t.ledger.useful, 192 * K);
+  CHECK_EQ_U64 (t.ledger.wasted, 0);
+  check_ledger_balances ();
+
+  /* Pieces of 96K: 96K, 96K and a last one of 64K.  Each failure counts
+   * the length of the piece that failed, whichever completes first.
+   */
+  w = queue_256k_window (&is, 96 * K);
+  id = w->id;
+  CHECK (gm_seq_claim (&t, 0, id, 192 * K, 96 * K));
+  CHECK (gm_seq_claim (&t, 0, id, 288 * K, 96 * K));
+  gm_seq_done (&t, 0, id, false);
+  CHECK_EQ_U64 (t.ledger.failed, 96 * K);
+  CHECK (gm_seq_claim (&t, 0, id, 384 * K, 64 * K));
+  gm_seq_done (&t, 0, id, true);
+  gm_seq_done (&t, 0, id, false);
+  CHECK_EQ_U64 (t.ledger.failed, 160 * K);
+  read_window_and_retire ();
+  CHECK_EQ_U64 (t.ledger.failed, 160 * K);
+  CHECK_EQ_U64 (t.ledger.useful, 96 * K);
+  check_ledger_balances ();
+
+  /* A write changes a piece in flight, which then fails: its bytes were
+   * never prefetched, so they count as failed, once.
+   */
+  {
+    struct gm_seq_issue refill[4];
+    uint64_t dropped;
+
+    w = queue_256k_window (&is, 64 * K);
+    id = w->id;
+    for (uint64_t off = 192 * K; off < 448 * K; off += 64 * K)
+      CHECK (gm_seq_claim (&t, 0, id, off, 64 * K));
+    CHECK_EQ_U64 (gm_seq_invalidate (&t, 0, 1024 * M, 0, refill, 4,
+                                     &dropped), 0);
+    CHECK_EQ_U64 (dropped, 256 * K);
+    for (int i = 0; i < 4; i++)
+      gm_seq_done (&t, 0, id, false);
+    gm_seq_retire_all (&t);
+    CHECK_EQ_U64 (t.ledger.failed, 256 * K);
+    CHECK_EQ_U64 (t.ledger.invalidated, 0);
+    check_ledger_balances ();
+  }
+
+  /* The stream is replaced while a piece is in flight: the window waits
+   * for it, and its failure still counts; its pieces not yet sent are
+   * cancelled.
+   */
+  w = queue_256k_window (&is, 64 * K);
+  id = w->id;
+  CHECK (gm_seq_claim (&t, 0, id, 192 * K, 64 * K));
+  CHECK (gm_seq_claim (&t, 0, id, 256 * K, 64 * K));
+  gm_seq_done (&t, 0, id, true);
+  /* Far apart reads, until stream 0 is idle enough to be replaced. */
+  for (uint64_t i = 0; streams[0].next < 512 * M; i++) {
+    CHECK (i < 2000);
+    gm_seq_read (&t, 512 * M + i * M, 4096, 0, &is);
+  }
+  CHECK_EQ_U64 (streams[0].hits, 0);
+  CHECK (!gm_seq_claim (&t, 0, id, 320 * K, 64 * K));
+  gm_seq_done (&t, 0, id, false);
+  CHECK (!gm_seq_claim (&t, 0, id, 384 * K, 64 * K));  /* retired */
+  CHECK_EQ_U64 (t.ledger.failed, 64 * K);
+  CHECK_EQ_U64 (t.ledger.cancelled, 128 * K);
+  gm_seq_retire_all (&t);
+  CHECK_EQ_U64 (t.ledger.failed, 64 * K);
+  check_ledger_balances ();
+}
+
 static void
 test_export_end_and_room (void)
 {
@@ -284,6 +400,7 @@ main (void)
   test_invalidate_refills ();
   test_claim_skips_passed_and_dropped ();
   test_dedup_and_failure ();
+  test_failed_piece_counts_only_itself ();
   test_export_end_and_room ();
   UNIT_DONE ();
 }
