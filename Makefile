@@ -70,7 +70,8 @@ $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 $(B)/tests/unit/test-cache-policy: filters/cache/policy.c filters/cache/cache.h
 $(B)/tests/unit/test-uring-faults: plugins/gmblock/engine-shared.c plugins/gmblock/gmblock.h
 # ... and that interpose on liburing to inject its failures.
-$(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait -Wl,--wrap=__io_uring_get_cqe
+$(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait \
+  -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe
 
 # Loaded into nbdkit in the sanitizer run only (see the file).
 $(B)/tests/sanitizer-shim.so: tests/sanitizer-shim.c

@@ -87,43 +87,69 @@ gm_uring_describe (const struct gm_uring *u, char *buf, size_t len)
 
 #define SUBMIT_TRIES 1000       /* transient submit failures before giving up */
 
+int
+gm_uring_submit_all (struct gm_uring *u, unsigned wait_nr)
+{
+  unsigned tries = 0;
+  int r;
+
+  /* The SQ ring, not the return value, says what the kernel took: a
+   * submission can fail after the kernel consumed the SQEs (interrupted
+   * while waiting) and succeed having taken fewer than all of them.
+   */
+  for (;;) {
+    r = io_uring_submit_and_wait (&u->ring, wait_nr);
+    if (io_uring_sq_ready (&u->ring) == 0)
+      return 0;
+    if (r > 0)
+      continue;                 /* a short submit: the rest go next */
+    if (r == 0)
+      r = -EAGAIN;
+    if (!gm_uring_transient (r) || ++tries == SUBMIT_TRIES)
+      return r;
+  }
+}
+
+void
+gm_uring_unqueue (struct gm_uring *u,
+                  void (*drop) (uint64_t data, void *arg), void *arg)
+{
+  struct io_uring_sq *sq = &u->ring.sq;
+
+  /* Those from the kernel's head on are unread, so still ours to change:
+   * whenever they are submitted, nothing happens.
+   */
+  for (unsigned i = *sq->khead; i != sq->sqe_tail; i++) {
+    struct io_uring_sqe *sqe = &sq->sqes[sq->array[i & sq->ring_mask]];
+    uint64_t data = sqe->user_data;
+
+    io_uring_prep_nop (sqe);
+    io_uring_sqe_set_data64 (sqe, 0);
+    if (drop && data != 0)
+      drop (data, arg);
+  }
+}
+
 /* Submit the one SQE the caller prepared and return exactly its result.
  *
  * Never return while that SQE is queued or in flight: its buffer is the
- * caller's, who will reuse it.  A failed io_uring_submit_and_wait may or
- * may not have handed the SQE to the kernel (it can fail after the
- * kernel consumed it, e.g. interrupted while waiting), so the SQ ring
- * says which: resubmitting a consumed SQE would run the I/O twice, and
- * preparing a new one after a queued one would leave a stray request.
- * Each SQE carries a sequence number, so a completion that is not ours
- * (a no-op left by a failed submission) is never taken for ours.
+ * caller's, who will reuse it.  Once the kernel has it, wait for its
+ * completion (never submit it again); if the kernel will not take it,
+ * turn it into a no-op so that it never runs.  Each SQE carries a
+ * sequence number, so a completion that is not ours (such a no-op's)
+ * is never taken for ours.
  */
 static int
 submit_one (struct gm_uring *u, struct io_uring_sqe *sqe)
 {
   struct io_uring_cqe *cqe;
   uint64_t tag = ++u->seq;
-  unsigned tries = 0;
-  bool queued = true;
   int r, res;
 
-  if (u->dead)
-    return -EIO;
   io_uring_sqe_set_data64 (sqe, tag);
-  while (queued) {
-    r = io_uring_submit_and_wait (&u->ring, 1);
-    queued = io_uring_sq_ready (&u->ring) > 0;
-    if (r >= 0 || !queued)
-      break;
-    if (!gm_uring_transient (r) || ++tries == SUBMIT_TRIES) {
-      /* The kernel will not take it: make it a no-op (still ours to
-       * change, the kernel has not read it), so that whenever the ring
-       * does submit it, nothing happens and its completion is dropped.
-       */
-      io_uring_prep_nop (sqe);
-      io_uring_sqe_set_data64 (sqe, 0);
-      return r;
-    }
+  if ((r = gm_uring_submit_all (u, 1)) < 0) {
+    gm_uring_unqueue (u, NULL, NULL);
+    return r;
   }
   for (;;) {
     r = io_uring_wait_cqe (&u->ring, &cqe);
@@ -147,16 +173,17 @@ submit_one (struct gm_uring *u, struct io_uring_sqe *sqe)
   }
 }
 
-static struct io_uring_sqe *
-get_sqe (struct gm_uring *u)
+/* Returns 0 with *sqe set, or -errno. */
+static int
+get_sqe (struct gm_uring *u, struct io_uring_sqe **sqe)
 {
-  struct io_uring_sqe *sqe = io_uring_get_sqe (&u->ring);
-  if (sqe == NULL) {
-    /* Only no-ops left by failed submissions can fill the SQ. */
-    io_uring_submit (&u->ring);
-    sqe = io_uring_get_sqe (&u->ring);
-  }
-  return sqe;
+  if (u->dead)
+    return -EIO;
+  *sqe = io_uring_get_sqe (&u->ring);
+  /* Only no-ops left by refused submissions can fill the SQ. */
+  if (*sqe == NULL && gm_uring_submit_all (u, 0) == 0)
+    *sqe = io_uring_get_sqe (&u->ring);
+  return *sqe ? 0 : -EBUSY;
 }
 
 void
@@ -207,10 +234,11 @@ uring_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
             uint64_t off, int rw_flags)
 {
   struct gm_uring *u = ctx;
-  struct io_uring_sqe *sqe = get_sqe (u);
+  struct io_uring_sqe *sqe;
+  int r = get_sqe (u, &sqe);
 
-  if (sqe == NULL)
-    return -EBUSY;
+  if (r < 0)
+    return r;
   gm_uring_prep_rw (u, sqe, op, fd, buf, len, off, rw_flags);
   return submit_one (u, sqe);
 }
@@ -229,11 +257,11 @@ gm_uring_fsync (struct gm_uring *u, int fd, bool datasync)
   int r;
 
   /* An interrupted fsync is issued again, as a new SQE: the old one is
-   * complete (its result was the interruption).
+   * complete (its result was the interruption) or a no-op (refused).
    */
   do {
-    if ((sqe = get_sqe (u)) == NULL)
-      return -EBUSY;
+    if ((r = get_sqe (u, &sqe)) < 0)
+      return r;
     io_uring_prep_fsync (sqe, fd, datasync ? IORING_FSYNC_DATASYNC : 0);
     r = submit_one (u, sqe);
   } while (r == -EINTR || r == -EAGAIN);

@@ -79,4 +79,19 @@ ssize_t gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
 /* fsync or fdatasync through the ring.  Returns 0 or -errno. */
 int gm_uring_fsync (struct gm_uring *u, int fd, bool datasync);
 
+/* Hand every queued SQE to the kernel, retrying "not now" a bounded
+ * number of times, and wait for wait_nr completions.  Returns 0 once
+ * the kernel holds them all (even if waiting then failed), or the
+ * error that left some queued: see gm_uring_unqueue.
+ */
+int gm_uring_submit_all (struct gm_uring *u, unsigned wait_nr);
+
+/* Take back the SQEs the kernel has not read, after gm_uring_submit_all
+ * failed: each becomes a no-op with user_data 0, whose completion is
+ * nobody's.  drop (if not NULL) gets the user_data of each request
+ * taken back.  The caller must be the only one submitting.
+ */
+void gm_uring_unqueue (struct gm_uring *u,
+                       void (*drop) (uint64_t data, void *arg), void *arg);
+
 #endif /* GMBLOCK_URING_H */

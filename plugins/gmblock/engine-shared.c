@@ -31,8 +31,6 @@ struct waiter {
   struct waiter *prev, *next;
 };
 
-#define SUBMIT_TRIES 1000      /* transient submit failures before giving up */
-
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct gm_uring *ring;
 static bool leader;                     /* a thread waits in the kernel */
@@ -72,6 +70,16 @@ unlink_waiter (struct waiter *w)
     w->next->prev = w->prev;
 }
 
+/* Hand w its result and wake it.  Called with the lock. */
+static void
+finish (struct waiter *w, int res)
+{
+  w->res = res;
+  w->done = true;
+  unlink_waiter (w);
+  pthread_cond_signal (&w->cond);
+}
+
 /* The ring failed in a way that is not "not now": its completions may
  * never come, and waiting could hang forever.  Fail every waiter.  From
  * now on nothing is submitted to or reaped from the ring, so no waiter's
@@ -80,35 +88,31 @@ unlink_waiter (struct waiter *w)
 static void
 ring_failed (int r)
 {
-  struct waiter *w;
-
   dead = true;
   errno = -r;
   nbdkit_error (GM_NAME ": the shared io_uring failed: %m: "
                 "every request on it fails from now on");
-  while ((w = waiting) != NULL) {
-    w->res = -EIO;
-    w->done = true;
-    unlink_waiter (w);
-    pthread_cond_signal (&w->cond);
-  }
+  while (waiting)
+    finish (waiting, -EIO);
 }
 
-/* Submit what is queued.  Called with the lock held.  Returns 0 or the
- * error that stopped it (the ring is then dead).
+static void
+fail_unsubmitted (uint64_t data, void *arg)
+{
+  finish ((struct waiter *) (uintptr_t) data, *(int *) arg);
+}
+
+/* Submit what is queued.  Called with the lock held (only one thread
+ * submits at a time).  Should the kernel refuse, exactly the requests
+ * it did not take fail with its error, and their SQEs become no-ops:
+ * those in flight keep waiting for their completions.
  */
-static int
+static void
 submit_queued (void)
 {
-  unsigned tries = 0;
-  int r;
-
-  while (io_uring_sq_ready (&ring->ring) > 0) {
-    r = io_uring_submit (&ring->ring);
-    if (r < 0 && (!gm_uring_transient (r) || ++tries == SUBMIT_TRIES))
-      return r;
-  }
-  return 0;
+  int r = gm_uring_submit_all (ring, 0);
+  if (r < 0)
+    gm_uring_unqueue (ring, fail_unsubmitted, &r);
 }
 
 /* Leader: wait for at least one completion and dispatch all of them.
@@ -123,10 +127,9 @@ lead (struct waiter *self)
   unsigned head, n = 0;
   int r;
 
-  if ((r = submit_queued ()) < 0) {
-    ring_failed (r);
+  submit_queued ();
+  if (self->done)               /* refused: it never reached the kernel */
     return;
-  }
   leader = true;
   pthread_mutex_unlock (&lock);
   do
@@ -140,11 +143,8 @@ lead (struct waiter *self)
   }
   io_uring_for_each_cqe (&ring->ring, head, cqe) {
     struct waiter *w = io_uring_cqe_get_data (cqe);
-    w->res = cqe->res;
-    w->done = true;
-    unlink_waiter (w);
-    if (w != self)
-      pthread_cond_signal (&w->cond);
+    if (w)                      /* not a no-op left by a refusal */
+      finish (w, cqe->res);
     n++;
   }
   io_uring_cq_advance (&ring->ring, n);
@@ -155,16 +155,18 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
                 uint64_t off, int rwf)
 {
   struct waiter w = { .done = false, .prev = NULL };
-  struct io_uring_sqe *sqe;
+  struct io_uring_sqe *sqe = NULL;
 
   pthread_cond_init (&w.cond, NULL);
   pthread_mutex_lock (&lock);
-  if (dead || ((sqe = io_uring_get_sqe (&ring->ring)) == NULL &&
-               (submit_queued () < 0 ||
-                (sqe = io_uring_get_sqe (&ring->ring)) == NULL))) {
+  if (!dead && (sqe = io_uring_get_sqe (&ring->ring)) == NULL) {
+    submit_queued ();           /* the SQ is full: make room */
+    sqe = io_uring_get_sqe (&ring->ring);
+  }
+  if (dead || sqe == NULL) {
     pthread_mutex_unlock (&lock);
     pthread_cond_destroy (&w.cond);
-    return -EIO;
+    return dead ? -EIO : -EBUSY;
   }
   gm_uring_prep_rw (ring, sqe, op, fd, buf, len, off, rwf);
   io_uring_sqe_set_data (sqe, &w);
@@ -173,11 +175,9 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
     waiting->prev = &w;
   waiting = &w;
 
-  /* The leader sleeps in the kernel: submit our own.  Should that fail,
-   * the SQE stays queued and the next leader submits it.
-   */
+  /* The leader sleeps in the kernel: submit our own. */
   if (leader)
-    io_uring_submit (&ring->ring);
+    submit_queued ();
   while (!w.done) {
     if (!leader)
       lead (&w);

@@ -1,12 +1,15 @@
 /* Fault injection into io_uring's error paths (common/uring.c and the
  * plugin's shared-ring engine).  Linked with
- *   -Wl,--wrap=io_uring_submit_and_wait -Wl,--wrap=__io_uring_get_cqe
+ *   -Wl,--wrap=io_uring_submit_and_wait -Wl,--wrap=io_uring_submit
+ *   -Wl,--wrap=__io_uring_get_cqe
  * so that the calls common/uring.c and engine-shared.c make into
  * liburing come here first, where a test can make them fail the ways
- * the kernel can.  Reads come from a pipe, so a request stays in flight
+ * the kernel can.  Reads come from pipes, so a request stays in flight
  * until the test writes: a request that returns early, a duplicate
  * submission or a completion handed to the wrong request shows up as a
  * wrong result or wrong data.  alarm() turns a hang into a failure.
+ *
+ *   test-uring-faults [CASE...]     run the named cases (default: all)
  *
  * SPDX-License-Identifier: BSD-3-Clause
  */
@@ -54,10 +57,14 @@ gm_engine_new_ring (unsigned depth, unsigned want)
 enum submit_fault {
   SF_NONE,
   SF_EAGAIN_QUEUED,     /* fail before submitting: the SQE stays queued */
+  SF_REFUSED,           /* the same with an error that is not "not now" */
+  SF_SHORT,             /* succeed having submitted nothing (short submit) */
   SF_EINTR_SUBMITTED,   /* submit, then report an interrupted wait */
   SF_RES_EINTR,         /* submit and wait, then the op's result is -EINTR */
   SF_NO_WAIT,           /* submit only: the caller's wait_cqe then waits */
 };
+#define REFUSED_ERR (-ENOMEM)
+#define FOREVER (1 << 30)
 static _Atomic int submit_fault, submit_fault_times;
 static _Atomic int get_cqe_fault, get_cqe_fault_times;
 
@@ -78,17 +85,28 @@ __wrap_io_uring_submit_and_wait (struct io_uring *ring, unsigned wait_nr)
   switch (f) {
   case SF_EAGAIN_QUEUED:
     return -EAGAIN;
+  case SF_REFUSED:
+    return REFUSED_ERR;
+  case SF_SHORT:
+    return 0;
   case SF_EINTR_SUBMITTED:
-    r = io_uring_submit (ring);
+    r = __real_io_uring_submit_and_wait (ring, 0);
     return r < 0 ? r : -EINTR;
   case SF_NO_WAIT:
-    return io_uring_submit (ring);
+    return __real_io_uring_submit_and_wait (ring, 0);
   default:                      /* SF_RES_EINTR */
     r = __real_io_uring_submit_and_wait (ring, wait_nr);
     if (r >= 0 && io_uring_peek_cqe (ring, &cqe) == 0)
       cqe->res = -EINTR;        /* the CQ ring is mapped writable */
     return r;
   }
+}
+
+/* io_uring_submit (ring) is io_uring_submit_and_wait (ring, 0). */
+int
+__wrap_io_uring_submit (struct io_uring *ring)
+{
+  return __wrap_io_uring_submit_and_wait (ring, 0);
 }
 
 int
@@ -109,12 +127,20 @@ inject_submit (int fault, int times)
   atomic_store (&submit_fault, fault);
 }
 
-static int pipefd[2];
+static void
+inject_get_cqe (int err, int times)
+{
+  atomic_store (&get_cqe_fault_times, times);
+  atomic_store (&get_cqe_fault, err);
+}
+
+static int pipefd[2], pipe2fd[2];
+static struct gm_uring u;       /* the per-thread engine's ring */
 
 static void
-put (const char *s)
+put (int fd, const char *s)
 {
-  CHECK (write (pipefd[1], s, strlen (s)) == (ssize_t) strlen (s));
+  CHECK (write (fd, s, strlen (s)) == (ssize_t) strlen (s));
 }
 
 /* ---- per-thread ring (common/uring.c) ---- */
@@ -124,111 +150,246 @@ put (const char *s)
  * must still be in the pipe.
  */
 static void
-nothing_in_flight (struct gm_uring *u)
+nothing_in_flight (void)
 {
   int avail = 0;
 
-  put ("probe");
-  CHECK (gm_uring_fsync (u, pipefd[1], false) <= 0);
+  put (pipefd[1], "probe");
+  CHECK (gm_uring_fsync (&u, pipefd[1], false) <= 0);
   usleep (10 * 1000);
-  CHECK (gm_uring_fsync (u, pipefd[1], false) <= 0);
+  CHECK (gm_uring_fsync (&u, pipefd[1], false) <= 0);
   CHECK (ioctl (pipefd[0], FIONREAD, &avail) == 0);
   if (avail != 5)
     fprintf (stderr, "a stray request consumed %d bytes from the pipe\n",
              5 - avail);
   CHECK (avail == 5);
   CHECK (read (pipefd[0], (char[8]) { 0 }, 5) == 5);
-  CHECK (io_uring_cq_ready (&u->ring) == 0);
+  CHECK (io_uring_cq_ready (&u.ring) == 0);
 }
 
 /* A read whose submission fails once in the given way must return its
- * data and leave nothing in flight.  SF_EAGAIN_QUEUED: before the fix
- * the retry queued a second read and both went in; one completion was
- * taken and the other read stayed in flight into the caller's buffer
+ * data and leave nothing in flight.  SF_EAGAIN_QUEUED: the retry used
+ * to queue a second read and both went in; one completion was taken
+ * and the other read stayed in flight into the caller's buffer
  * (already returned), eating later data.  SF_EINTR_SUBMITTED: the SQE
- * was consumed, so it must not be submitted again.
+ * was consumed, so it must not be submitted again.  SF_SHORT: the
+ * kernel took nothing, so there is nothing to wait for yet.
  */
 static void
-read_with_submit_fault (struct gm_uring *u, int fault)
+read_with_submit_fault (int fault)
 {
   char a[6] = "";
 
   inject_submit (fault, 1);
-  put ("hello");
-  CHECK (gm_uring_rw (u, GM_READ, pipefd[0], a, 5, 0, 0) == 5);
+  put (pipefd[1], "hello");
+  CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == 5);
   CHECK (memcmp (a, "hello", 5) == 0);
-  nothing_in_flight (u);
+  nothing_in_flight ();
   CHECK (memcmp (a, "hello", 5) == 0);
+}
+
+static void
+queued_retry (void)
+{
+  read_with_submit_fault (SF_EAGAIN_QUEUED);
+}
+
+static void
+consumed (void)
+{
+  read_with_submit_fault (SF_EINTR_SUBMITTED);
+}
+
+static void
+short_submit (void)
+{
+  read_with_submit_fault (SF_SHORT);
+}
+
+/* The kernel refuses the submission for good: the request fails with
+ * that error and its SQE never runs (it stayed queued: it becomes a
+ * no-op), and the ring keeps working.
+ */
+static void
+refused (void)
+{
+  char a[8] = "";
+
+  inject_submit (SF_REFUSED, FOREVER);
+  put (pipefd[1], "first");
+  CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == REFUSED_ERR);
+  inject_submit (SF_NONE, 0);
+  CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == 5);
+  CHECK (memcmp (a, "first", 5) == 0);
+  nothing_in_flight ();
 }
 
 /* An fsync whose result is -EINTR is issued again (it used to wait
  * forever for a completion of nothing).
  */
 static void
-fsync_interrupted (struct gm_uring *u, int fd)
+fsync_eintr (void)
 {
+  char path[] = "/tmp/gmblock-uring-faults.XXXXXX";
+  int fd = mkstemp (path);
+
+  CHECK (fd >= 0);
+  unlink (path);
+  CHECK (write (fd, "data", 4) == 4);
   inject_submit (SF_RES_EINTR, 1);
-  CHECK (gm_uring_fsync (u, fd, true) == 0);
+  CHECK (gm_uring_fsync (&u, fd, true) == 0);
   CHECK (atomic_load (&submit_fault_times) <= 0);
-  CHECK (io_uring_cq_ready (&u->ring) == 0);
+  CHECK (io_uring_cq_ready (&u.ring) == 0);
+  close (fd);
 }
 
-/* Waiting fails with the read in flight: keep waiting for it. */
+static void *
+put_later (void *s)
+{
+  usleep (100 * 1000);
+  put (pipefd[1], s);
+  return NULL;
+}
+
+/* Waiting fails with the read in flight: keep waiting for it.  The
+ * data comes later, so that the wait really enters the kernel.
+ */
 static void
-wait_fails (struct gm_uring *u)
+wait_fails (void)
 {
   char a[6] = "";
+  pthread_t t;
 
-  atomic_store (&get_cqe_fault_times, 3);
-  atomic_store (&get_cqe_fault, -ETIME);
-  put ("12345");
-  CHECK (gm_uring_rw (u, GM_READ, pipefd[0], a, 5, 0, 0) == 5);
+  inject_submit (SF_NO_WAIT, 1);
+  inject_get_cqe (-ETIME, 3);
+  CHECK (pthread_create (&t, NULL, put_later, "12345") == 0);
+  CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == 5);
   CHECK (memcmp (a, "12345", 5) == 0);
-  atomic_store (&get_cqe_fault, 0);
+  CHECK (atomic_load (&get_cqe_fault_times) <= 0);
+  pthread_join (t, NULL);
+  inject_get_cqe (0, 0);
+  nothing_in_flight ();
 }
 
 /* ---- shared ring (plugins/gmblock/engine-shared.c) ---- */
 struct reader {
+  int fd;
   char buf[8];
   ssize_t r;
   _Atomic bool done;
+  pthread_t t;
 };
 
 static void *
 shared_reader (void *arg)
 {
   struct reader *rd = arg;
-  rd->r = gm_shared_once (NULL, GM_READ, pipefd[0], rd->buf, 5, 0, 0);
+  rd->r = gm_shared_once (NULL, GM_READ, rd->fd, rd->buf, 5, 0, 0);
   atomic_store (&rd->done, true);
   return NULL;
 }
 
-/* The leader's wait fails while its read is in flight.  Before the fix
- * it unlinked its stack waiter and returned the error while the read
- * was still pending: the read later completed into a dead stack frame
- * and the next request on the ring took its completion.
+static void
+start_reader (struct reader *rd, int fd)
+{
+  rd->fd = fd;
+  rd->r = -999;
+  CHECK (pthread_create (&rd->t, NULL, shared_reader, rd) == 0);
+}
+
+/* Requests not yet completed, and whether a leader waits in the kernel. */
+static unsigned
+shared_waiters (bool *lead)
+{
+  unsigned n = 0;
+
+  pthread_mutex_lock (&lock);
+  for (struct waiter *w = waiting; w; w = w->next)
+    n++;
+  *lead = leader;
+  pthread_mutex_unlock (&lock);
+  return n;
+}
+
+static void
+await_waiters (unsigned n)
+{
+  bool l;
+  while (shared_waiters (&l) != n || !l)
+    usleep (1000);
+}
+
+/* The ring still works and nothing stray is in flight on it: a stray
+ * read would eat the data.
+ */
+static void
+shared_still_works (void)
+{
+  char b[8] = "";
+
+  put (pipefd[1], "after");
+  CHECK (gm_shared_once (NULL, GM_READ, pipefd[0], b, 5, 0, 0) == 5);
+  CHECK (memcmp (b, "after", 5) == 0);
+}
+
+/* The leader's wait fails while its read is in flight.  It used to
+ * unlink its stack waiter and return the error while the read was
+ * still pending: the read later completed into a dead stack frame and
+ * the next request on the ring took its completion.
  */
 static void
 shared_wait_fails (void)
 {
-  struct reader rd = { .r = -999 };
-  pthread_t t;
-  char b[8] = "";
+  struct reader rd = { 0 };
 
   CHECK (gm_shared_init () == 0);
-  atomic_store (&get_cqe_fault_times, 1);
-  atomic_store (&get_cqe_fault, -ETIME);
-  CHECK (pthread_create (&t, NULL, shared_reader, &rd) == 0);
+  inject_get_cqe (-ETIME, 1);
+  start_reader (&rd, pipefd[0]);
   usleep (200 * 1000);
   /* Nothing written yet: the read cannot have finished. */
   CHECK (!atomic_load (&rd.done));
-  put ("shard");
-  pthread_join (t, NULL);
-  atomic_store (&get_cqe_fault, 0);
+  put (pipefd[1], "shard");
+  pthread_join (rd.t, NULL);
+  inject_get_cqe (0, 0);
   CHECK (rd.r == 5 && memcmp (rd.buf, "shard", 5) == 0);
-  put ("after");
-  CHECK (gm_shared_once (NULL, GM_READ, pipefd[0], b, 5, 0, 0) == 5);
-  CHECK (memcmp (b, "after", 5) == 0);
+  shared_still_works ();
+  gm_shared_cleanup ();
+}
+
+/* Submission is refused for good while another request is in flight.
+ * A leads (its read waits in the kernel), C's read is submitted too,
+ * then B's submission is refused.  B must fail with the error; C,
+ * in flight, must keep waiting and get its own data.  It used to be
+ * failed with EIO along with B, its read left in flight into C's
+ * buffer, and the ring declared dead.
+ */
+static void
+shared_refused (void)
+{
+  struct reader a = { 0 }, b = { 0 }, c = { 0 };
+  bool l;
+
+  CHECK (gm_shared_init () == 0);
+  start_reader (&a, pipefd[0]);
+  await_waiters (1);
+  start_reader (&c, pipe2fd[0]);
+  await_waiters (2);
+  inject_submit (SF_REFUSED, FOREVER);
+  start_reader (&b, pipefd[0]);
+  while (!atomic_load (&b.done) && shared_waiters (&l) != 3)
+    usleep (1000);
+  put (pipefd[1], "AAAAA");
+  pthread_join (a.t, NULL);
+  pthread_join (b.t, NULL);
+  CHECK (a.r == 5 && memcmp (a.buf, "AAAAA", 5) == 0);
+  /* C is still waiting for its read, in the kernel. */
+  CHECK (shared_waiters (&l) == 1 && !atomic_load (&c.done));
+  CHECK (b.r == REFUSED_ERR);
+  inject_submit (SF_NONE, 0);
+  put (pipe2fd[1], "CCCCC");
+  pthread_join (c.t, NULL);
+  CHECK (c.r == 5 && memcmp (c.buf, "CCCCC", 5) == 0);
+  shared_still_works ();
   gm_shared_cleanup ();
 }
 
@@ -240,54 +401,59 @@ shared_wait_fails (void)
 static void
 ring_dies (void)
 {
-  struct gm_uring u;
-  struct reader rd = { .r = -999 };
-  pthread_t t;
+  struct gm_uring d;
+  struct reader rd = { 0 };
   char a[8];
 
-  CHECK (gm_uring_init (&u, 8, GM_URING_SINGLE_ISSUER) == 0);
+  CHECK (gm_uring_init (&d, 8, GM_URING_SINGLE_ISSUER) == 0);
   inject_submit (SF_NO_WAIT, 1);
-  atomic_store (&get_cqe_fault_times, 1);
-  atomic_store (&get_cqe_fault, -EBADF);
-  CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
-  CHECK (u.dead);
-  CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
-  gm_uring_exit (&u);
+  inject_get_cqe (-EBADF, 1);
+  CHECK (gm_uring_rw (&d, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
+  CHECK (gm_uring_rw (&d, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
+  gm_uring_exit (&d);
 
   CHECK (gm_shared_init () == 0);
-  atomic_store (&get_cqe_fault_times, 1);
-  CHECK (pthread_create (&t, NULL, shared_reader, &rd) == 0);
-  pthread_join (t, NULL);
+  inject_get_cqe (-EBADF, 1);
+  start_reader (&rd, pipefd[0]);
+  pthread_join (rd.t, NULL);
   CHECK (rd.r == -EIO);
   CHECK (gm_shared_once (NULL, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
-  atomic_store (&get_cqe_fault, 0);
+  inject_get_cqe (0, 0);
   gm_shared_cleanup ();
 }
 
+static const struct {
+  const char *name;
+  void (*fn) (void);
+} cases[] = {
+  { "queued-retry", queued_retry },
+  { "consumed", consumed },
+  { "short-submit", short_submit },
+  { "refused", refused },
+  { "fsync-eintr", fsync_eintr },
+  { "wait-fails", wait_fails },
+  { "shared-wait-fails", shared_wait_fails },
+  { "shared-refused", shared_refused },
+  { "ring-dies", ring_dies },   /* last: see there */
+};
+
 int
-main (void)
+main (int argc, char *argv[])
 {
-  struct gm_uring u;
-  char path[] = "/tmp/gmblock-uring-faults.XXXXXX";
-  int fd;
-
   alarm (20);                   /* a hang is a failure */
-  CHECK (pipe (pipefd) == 0);
-  fd = mkstemp (path);
-  CHECK (fd >= 0);
-  unlink (path);
-  CHECK (write (fd, "data", 4) == 4);
-
+  CHECK (pipe (pipefd) == 0 && pipe (pipe2fd) == 0);
   CHECK (gm_uring_init (&u, 8, GM_URING_SINGLE_ISSUER |
                         GM_URING_COOP_TASKRUN) == 0);
-  read_with_submit_fault (&u, SF_EAGAIN_QUEUED);
-  read_with_submit_fault (&u, SF_EINTR_SUBMITTED);
-  fsync_interrupted (&u, fd);
-  wait_fails (&u);
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    bool run = argc == 1;
+    for (int j = 1; j < argc; j++)
+      run |= strcmp (argv[j], cases[i].name) == 0;
+    if (run) {
+      printf ("%s\n", cases[i].name);
+      fflush (stdout);
+      cases[i].fn ();
+    }
+  }
   gm_uring_exit (&u);
-
-  shared_wait_fails ();
-  ring_dies ();
-  close (fd);
   UNIT_DONE ();
 }
