@@ -363,14 +363,13 @@ gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
   w->issued += piece_len;
   w->inflight += piece_len;
   w->inflight_pieces++;
-  if (piece_off + piece_len < w->start + w->len)
-    w->piece = piece_len;       /* not the last piece */
   w->state = GM_WIN_INFLIGHT;
   return true;
 }
 
 void
-gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id, bool ok)
+gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
+             uint64_t piece_len, bool ok)
 {
   struct gm_seq_stream *s;
   struct gm_seq_window *w = lookup (t, stream, id, &s);
@@ -378,12 +377,7 @@ gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id, bool ok)
   if (w == NULL)
     return;
   if (w->inflight_pieces > 0) {
-    /* The last piece in flight is what remains; before it, any is one
-     * of the window's equal pieces (see seqstream.h).
-     */
-    uint64_t len = w->inflight;
-    if (w->inflight_pieces > 1)
-      len = w->piece && w->piece <= len ? w->piece : len / w->inflight_pieces;
+    uint64_t len = piece_len < w->inflight ? piece_len : w->inflight;
     w->inflight -= len;
     w->inflight_pieces--;
     if (!ok) {

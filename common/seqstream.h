@@ -50,7 +50,6 @@ struct gm_seq_window {
   uint64_t skipped;             /* bytes of its pieces never sent */
   uint64_t failed;              /* bytes of its pieces that failed below */
   uint64_t inflight;            /* bytes of its pieces sent, not completed */
-  uint64_t piece;               /* length of its pieces but the last */
   uint32_t inflight_pieces;
   uint32_t id;                  /* unique: queued pieces refer to it */
   uint32_t pieces_left;         /* pieces not yet completed or skipped */
@@ -125,14 +124,12 @@ bool gm_seq_read (struct gm_seq_table *t, uint64_t offset, uint32_t len,
 bool gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
                    uint64_t piece_off, uint64_t piece_len);
 
-/* A claimed piece completed (ok) or failed below.  A failed piece
- * counts its own bytes as failed; the window's other pieces stay
- * prefetched.  Which of the window's pieces in flight completed is not
- * said: they are all the same length, unless the shorter last piece is
- * in flight with others, which are then taken to complete before it.
+/* A claimed piece of piece_len bytes completed (ok) or failed below.  A
+ * failed piece counts exactly its own bytes as failed; the window's
+ * other pieces stay prefetched.
  */
 void gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
-                  bool ok);
+                  uint64_t piece_len, bool ok);
 
 /* A write, trim or zero changed [offset, offset+len).  The aligned
  * blocks of it inside completed or in-flight windows still ahead of

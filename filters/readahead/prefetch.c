@@ -84,7 +84,7 @@ worker_run (void *arg)
     }
 
     pthread_mutex_lock (&ra_lock);
-    gm_seq_done (&table, p.stream, p.win_id, r == 0);
+    gm_seq_done (&table, p.stream, p.win_id, p.len, r == 0);
   }
   pthread_mutex_unlock (&ra_lock);
   return NULL;

@@ -33,7 +33,7 @@ read_and_complete (uint64_t off, uint32_t len, struct gm_seq_issue *is)
     uint32_t id = is->win->id;
     is->win->pieces_left = 1;
     CHECK (gm_seq_claim (&t, is->stream, id, is->start, is->len));
-    gm_seq_done (&t, is->stream, id, true);
+    gm_seq_done (&t, is->stream, id, is->len, true);
   }
   return true;
 }
@@ -188,7 +188,7 @@ test_invalidate_refills (void)
   CHECK_EQ_U64 (t.ledger.invalidated, 64 * K);
   refill[0].win->pieces_left = 1;
   CHECK (gm_seq_claim (&t, 0, refill[0].win->id, 192 * K, 64 * K));
-  gm_seq_done (&t, 0, refill[0].win->id, true);
+  gm_seq_done (&t, 0, refill[0].win->id, 64 * K, true);
   /* Across two windows, with no room: counted, not queued. */
   CHECK_EQ_U64 (gm_seq_invalidate (&t, 120 * K, 16 * K, 0, refill, 4,
                                    &dropped), 0);
@@ -251,7 +251,7 @@ test_dedup_and_failure (void)
   CHECK (gm_seq_read (&t, 8192, 4096, UINT64_MAX, &is));
   is.win->pieces_left = 1;
   CHECK (gm_seq_claim (&t, is.stream, is.win->id, is.start, is.len));
-  gm_seq_done (&t, is.stream, is.win->id, false);
+  gm_seq_done (&t, is.stream, is.win->id, is.len, false);
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
   check_ledger_balances ();
 }
@@ -296,10 +296,10 @@ test_failed_piece_counts_only_itself (void)
 
   for (uint64_t off = 192 * K; off < 448 * K; off += 64 * K)
     CHECK (gm_seq_claim (&t, 0, id, off, 64 * K));
-  gm_seq_done (&t, 0, id, true);
-  gm_seq_done (&t, 0, id, false);   /* one piece of four fails */
-  gm_seq_done (&t, 0, id, true);
-  gm_seq_done (&t, 0, id, true);
+  gm_seq_done (&t, 0, id, 64 * K, true);
+  gm_seq_done (&t, 0, id, 64 * K, false);   /* one piece of four fails */
+  gm_seq_done (&t, 0, id, 64 * K, true);
+  gm_seq_done (&t, 0, id, 64 * K, true);
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
   read_window_and_retire ();
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
@@ -308,17 +308,18 @@ test_failed_piece_counts_only_itself (void)
   check_ledger_balances ();
 
   /* Pieces of 96K: 96K, 96K and a last one of 64K.  Each failure counts
-   * the length of the piece that failed, whichever completes first.
+   * the length of the piece that failed, whichever completes first: here
+   * the short last piece fails while a 96K piece is still in flight.
    */
   w = queue_256k_window (&is, 96 * K);
   id = w->id;
   CHECK (gm_seq_claim (&t, 0, id, 192 * K, 96 * K));
   CHECK (gm_seq_claim (&t, 0, id, 288 * K, 96 * K));
-  gm_seq_done (&t, 0, id, false);
+  gm_seq_done (&t, 0, id, 96 * K, false);
   CHECK_EQ_U64 (t.ledger.failed, 96 * K);
   CHECK (gm_seq_claim (&t, 0, id, 384 * K, 64 * K));
-  gm_seq_done (&t, 0, id, true);
-  gm_seq_done (&t, 0, id, false);
+  gm_seq_done (&t, 0, id, 64 * K, false);
+  gm_seq_done (&t, 0, id, 96 * K, true);
   CHECK_EQ_U64 (t.ledger.failed, 160 * K);
   read_window_and_retire ();
   CHECK_EQ_U64 (t.ledger.failed, 160 * K);
@@ -340,7 +341,7 @@ test_failed_piece_counts_only_itself (void)
                                      &dropped), 0);
     CHECK_EQ_U64 (dropped, 256 * K);
     for (int i = 0; i < 4; i++)
-      gm_seq_done (&t, 0, id, false);
+      gm_seq_done (&t, 0, id, 64 * K, false);
     gm_seq_retire_all (&t);
     CHECK_EQ_U64 (t.ledger.failed, 256 * K);
     CHECK_EQ_U64 (t.ledger.invalidated, 0);
@@ -355,7 +356,7 @@ test_failed_piece_counts_only_itself (void)
   id = w->id;
   CHECK (gm_seq_claim (&t, 0, id, 192 * K, 64 * K));
   CHECK (gm_seq_claim (&t, 0, id, 256 * K, 64 * K));
-  gm_seq_done (&t, 0, id, true);
+  gm_seq_done (&t, 0, id, 64 * K, true);
   /* Far apart reads, until stream 0 is idle enough to be replaced. */
   for (uint64_t i = 0; streams[0].next < 512 * M; i++) {
     CHECK (i < 2000);
@@ -363,7 +364,7 @@ test_failed_piece_counts_only_itself (void)
   }
   CHECK_EQ_U64 (streams[0].hits, 0);
   CHECK (!gm_seq_claim (&t, 0, id, 320 * K, 64 * K));
-  gm_seq_done (&t, 0, id, false);
+  gm_seq_done (&t, 0, id, 64 * K, false);
   CHECK (!gm_seq_claim (&t, 0, id, 384 * K, 64 * K));  /* retired */
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
   CHECK_EQ_U64 (t.ledger.cancelled, 128 * K);
