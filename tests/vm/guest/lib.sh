@@ -75,6 +75,40 @@ counter() {
 
 server_pid() { cat "$LAB_RUN/$1.pid"; }
 
+# serve_stack NAME WHERE FILE [nbdkit options...] [-- params...]: serve
+# with the recommended stack of `make serve` (scripts/serve.sh), the
+# gmblock-readahead filter over gmblock-cache over the plugin; params go
+# to the filters and the plugin (cache-mode=..., ...). Both filters write
+# their counters when nbdkit exits cleanly (see cache_counter, ra_counter).
+serve_stack() {
+    local name=$1 where=$2 file=$3 opts=()
+    shift 3
+    while [ $# -gt 0 ] && [ "$1" != -- ]; do opts+=("$1"); shift; done
+    [ $# -gt 0 ] && shift
+    rm -f "$LAB_OUT/$name.cache-stats" "$LAB_OUT/$name.ra-stats"
+    serve "$name" "$where" "$file" \
+        --filter=gmblock-readahead --filter=gmblock-cache "${opts[@]}" -- \
+        cache-stats="$LAB_OUT/$name.cache-stats" ra-stats="$LAB_OUT/$name.ra-stats" "$@"
+}
+
+# cache_counter NAME COUNTER, ra_counter NAME COUNTER: a counter of the
+# gmblock-cache or gmblock-readahead filter of server NAME (serve_stack),
+# once it has stopped; empty if it did not write them.
+cache_counter() {
+    sed -n "s/^gmblock-cache\.$2 //p" "$LAB_OUT/$1.cache-stats" 2>/dev/null
+}
+ra_counter() {
+    sed -n "s/^gmblock-readahead\.$2 //p" "$LAB_OUT/$1.ra-stats" 2>/dev/null
+}
+
+# counter_above NAME VALUE MIN WHAT: fail unless the counter VALUE
+# (from counter, cache_counter or ra_counter) is a number above MIN.
+counter_above() {
+    echo "$1 = ${2:-?}"
+    case $2 in ''|*[!0-9]*) fail "$1 is missing (${2:-no value}): $4" ;; esac
+    [ "$2" -gt "$3" ] || fail "$1 = $2, not above $3: $4"
+}
+
 # stop NAME [SIGNAL]: stop a server started by serve and wait for it.
 # nbdkit does not exit on SIGTERM while a client stays connected: detach
 # first. A server that still lingers after 30 s fails the scenario.
@@ -200,6 +234,47 @@ make_raid() {
     must mdadm --create /dev/md0 --run --quiet --level="$level" --raid-devices=$# \
         --chunk=64 --assume-clean "$@"
     [ "$(cat /sys/block/md0/md/chunk_size)" = 65536 ] || fail "md0 chunk size is not 64 KiB"
+}
+
+# backing_match FILE BACKING: compare FILE's bytes (through the mounted
+# filesystem) with those at its physical extents (FIEMAP) on BACKING, the
+# device the server exports 1:1, read with O_DIRECT. Prints "MATCHED
+# TOTAL" in bytes, or fails (non-zero, the reason on stderr) if FILE's
+# extents are not all allocated yet (written back by the client's
+# kernel, e.g. with sync_file_range).
+backing_match() {
+    python3 - "$1" "$2" <<'PY'
+import fcntl, mmap, os, struct, sys
+path, backing = sys.argv[1], sys.argv[2]
+fd = os.open(path, os.O_RDONLY)
+size = os.fstat(fd).st_size
+N = 512                                 # extents asked for at once
+req = struct.pack("=QQIIII", 0, size, 0, 0, N, 0) + bytes(56 * N)
+buf = bytearray(req)
+fcntl.ioctl(fd, 0xC020660B, buf)        # FS_IOC_FIEMAP
+mapped = struct.unpack_from("=I", buf, 20)[0]
+exts = [struct.unpack_from("=QQQQQIIII", buf, 32 + 56 * i)[:6] for i in range(mapped)]
+covered = sum(e[2] for e in exts)
+if covered < size or any(e[5] & 0x6 for e in exts):   # UNKNOWN | DELALLOC
+    sys.exit("%s: only %d of %d bytes mapped, or extents not yet allocated" % (path, covered, size))
+bd = os.open(backing, os.O_RDONLY | os.O_DIRECT)
+CH = 1 << 20
+dbuf = mmap.mmap(-1, CH)
+matched = 0
+for logical, physical, length, _, _, flags in exts:
+    done = 0
+    while done < length:
+        n = min(CH, length - done)
+        os.preadv(bd, [dbuf], physical + done)
+        want = os.pread(fd, n, logical + done)
+        a = memoryview(dbuf)[:len(want)]
+        # Count matching 4 KiB pieces, not whole chunks.
+        for o in range(0, len(want), 4096):
+            if a[o:o + 4096] == want[o:o + 4096]:
+                matched += len(want[o:o + 4096])
+        done += n
+print(matched, size)
+PY
 }
 
 # The number of client TCP connections open to 127.0.0.1:PORT.
