@@ -281,3 +281,19 @@ PY
 connections() {
     ss -Htn state established "( dport = :$1 )" | wc -l
 }
+
+# umount_orphan DIR: unmount a filesystem whose server died (after its
+# nbd device was disconnected), bounded: a hang dumps the blocked tasks
+# to dmesg.log and fails instead of running into the guest's time limit.
+umount_orphan () {
+    local u i
+    step "unmount the orphaned filesystem"
+    umount "$1" &
+    u=$!
+    for i in $(seq 300); do kill -0 "$u" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$u" 2>/dev/null; then
+        echo w >/proc/sysrq-trigger
+        fail "umount of the orphaned filesystem hung for 30 s (blocked tasks in dmesg.log)"
+    fi
+    wait "$u" || fail "cannot unmount after the server died"
+}

@@ -73,15 +73,7 @@ head -n 3 "$LAB_RUN/writer.err"
 dmesg | grep -q 'I/O error, dev nbd0, .*WRITE' ||
     fail "no write to /dev/nbd0 failed: the kill did not hit writes in flight"
 
-step "unmount the orphaned filesystem"
-umount "$MNT" &
-u=$!
-for i in $(seq 300); do kill -0 "$u" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$u" 2>/dev/null; then
-    echo w >/proc/sysrq-trigger             # the blocked tasks, to dmesg.log
-    fail "umount of the orphaned filesystem hung for 30 s (blocked tasks in dmesg.log)"
-fi
-wait "$u" || fail "cannot unmount after the server died"
+umount_orphan "$MNT"
 
 serve_stack vda-restart 10809 /dev/vda -- "${WB[@]}"
 attach /dev/nbd0 10809

@@ -26,15 +26,16 @@ sleep 1
 kill -0 "$writer" 2>/dev/null || fail "the writer finished before the kill: nothing was in flight"
 step "kill -9 the server while writing (dirty: $(awk '/^Dirty:/ { print $2 }' /proc/meminfo) kB)"
 stop vda KILL
+# Disconnect at once: that fails the requests in flight when the server
+# died, which otherwise stay queued for good (no nbd timeout) and can
+# block a journal commit, the writer and the unmount with it.
+detach /dev/nbd0
 wait "$writer"
 echo "writer exited $? (it may fail or not: its data was never synced)"
 # The kernel's word that writes were under way when the server died.
 dmesg | grep -q 'I/O error, dev nbd0, .*WRITE' ||
     fail "no write to /dev/nbd0 failed: the kill did not hit writes in flight"
-
-step "unmount the orphaned filesystem and drop the dead connection"
-umount "$MNT" || fail "cannot unmount after the server died"
-detach /dev/nbd0
+umount_orphan "$MNT"
 
 serve vda 10809 /dev/vda
 attach /dev/nbd0 10809
