@@ -263,6 +263,7 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
 {
   struct shard *sh = shard_of (b);
   int adm = -1, r;
+  enum take t;
   uint32_t s;
   struct slot *sl;
 
@@ -309,8 +310,8 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
       pthread_mutex_unlock (&sh->lock);
       return 0;
     }
-    r = take_slot (sh, &s, err);
-    if (r == FAILED) {
+    t = take_slot (sh, &s, err);
+    if (t == FAILED) {
       /* Every victim is dirty and cannot be written back (the disk
        * fails writes).  This block is healthy and not dirty: serve it
        * from below rather than fail it with a victim's error.
@@ -319,7 +320,7 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
       pthread_mutex_unlock (&sh->lock);
       return 0;
     }
-    if (r == RETRY)
+    if (t == RETRY)
       continue;
     install (sh, s, b, S_FILLING,
              adm == ADMIT_AM ? GM_2Q_AM : GM_2Q_A1IN, c ? c->id : 0);
@@ -379,7 +380,8 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
   struct shard *sh = shard_of (b);
   uint32_t s, len = blk_len (b);
   struct slot *sl;
-  int r = 0;
+  enum take t;
+  int r = 0;                    /* the I/O's result only: 0 or -1 */
 
   pthread_mutex_lock (&sh->lock);
   for (;;) {
@@ -396,8 +398,8 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
       pthread_mutex_unlock (&sh->lock);
       break;
     }
-    r = take_slot (sh, &s, err);
-    if (r == FAILED) {
+    t = take_slot (sh, &s, err);
+    if (t == FAILED) {
       /* No clean slot can be had: write this piece through below, so it
        * succeeds or fails on its own merits, not a victim's.
        */
@@ -405,7 +407,7 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
       pthread_mutex_unlock (&sh->lock);
       return write_through (b, from, to, src, fua, err);
     }
-    if (r == RETRY)
+    if (t == RETRY)
       continue;
     install (sh, s, b, S_FILLING,
              gm_2q_ghost_take (&sh->q, b, NULL) ? GM_2Q_AM : GM_2Q_A1IN, 0);
@@ -448,7 +450,7 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
   shard_wake (sh);
  out:
   pthread_mutex_unlock (&sh->lock);
-  return r == -1 ? -1 : 0;
+  return r;
 }
 
 void

@@ -137,7 +137,8 @@ enum admit { ADMIT_NO, ADMIT_A1IN, ADMIT_AM };
 /* Read [from, to) of block b (offsets inside the block) into dst.
  * Returns 1 if served from the cache (hit or fill), 0 if the caller
  * must read it from below itself (adaptive bypass, or no clean slot to
- * be had; nothing copied), or -1 with *err set.  With dst == NULL only makes the block resident.
+ * be had; nothing copied), or -1 with *err set.  With dst == NULL only
+ * makes the block resident.
  */
 int block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
                 char *dst, bool prefetch, bool scan, int *err);
