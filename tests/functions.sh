@@ -65,7 +65,8 @@ start_server () {
 server_pid () { eval "echo \${_pid_$1:-}"; }
 
 # Stop a server (SIGTERM: nbdkit unloads, which writes stats files),
-# wait for it, and fail if a sanitizer or nbdkit reported a crash.
+# wait for it (10 s at most: a hang fails), and fail if a sanitizer or
+# nbdkit reported a crash.  Sets server_rc to its exit status.
 stop_server () {
     local name=$1 pid
     pid=$(server_pid "$name")
@@ -80,7 +81,8 @@ stop_server () {
         kill -KILL "$pid" 2>/dev/null
         fail "server $name did not exit on SIGTERM"
     fi
-    wait "$pid" 2>/dev/null || true
+    server_rc=0
+    wait "$pid" 2>/dev/null || server_rc=$?
     eval "_pid_$name="
     if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation fault|assertion' "$T/$name.log"; then
         cat "$T/$name.log" >&2
