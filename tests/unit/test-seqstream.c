@@ -272,6 +272,14 @@ queue_256k_window (struct gm_seq_issue *is, uint64_t piece)
   return is->win;
 }
 
+/* Claim the four 64K pieces of that window (queued with piece 64K). */
+static void
+claim_all_64k (uint32_t id)
+{
+  for (uint64_t off = 192 * K; off < 448 * K; off += 64 * K)
+    CHECK (gm_seq_claim (&t, 0, id, off, 64 * K));
+}
+
 /* The reader reads all of that window, then everything retires. */
 static void
 read_window_and_retire (void)
@@ -294,8 +302,7 @@ test_failed_piece_counts_only_itself (void)
   struct gm_seq_window *w = queue_256k_window (&is, 64 * K);
   uint32_t id = w->id;
 
-  for (uint64_t off = 192 * K; off < 448 * K; off += 64 * K)
-    CHECK (gm_seq_claim (&t, 0, id, off, 64 * K));
+  claim_all_64k (id);
   gm_seq_done (&t, 0, id, 64 * K, true);
   gm_seq_done (&t, 0, id, 64 * K, false);   /* one piece of four fails */
   gm_seq_done (&t, 0, id, 64 * K, true);
@@ -335,8 +342,7 @@ test_failed_piece_counts_only_itself (void)
 
     w = queue_256k_window (&is, 64 * K);
     id = w->id;
-    for (uint64_t off = 192 * K; off < 448 * K; off += 64 * K)
-      CHECK (gm_seq_claim (&t, 0, id, off, 64 * K));
+    claim_all_64k (id);
     CHECK_EQ_U64 (gm_seq_invalidate (&t, 0, 1024 * M, 0, refill, 4,
                                      &dropped), 0);
     CHECK_EQ_U64 (dropped, 256 * K);
