@@ -91,6 +91,24 @@ serve_stack() {
         cache-stats="$LAB_OUT/$name.cache-stats" ra-stats="$LAB_OUT/$name.ra-stats" "$@"
 }
 
+# reread_cold NAME DEV [STACK OPTIONS...] [-- ARGS...]: with no server
+# running, the device alone holds the filesystem: serve DEV afresh with
+# the stack (serve_stack's arguments; port 10809, /dev/nbd0), read every
+# file back from a cold cache and compare, then stop the server.
+reread_cold() {
+    local name=$1 dev=$2
+    shift 2
+    corrupt_if_asked "$dev" "$dev"
+    serve_stack "$name" 10809 "$dev" "$@"
+    attach /dev/nbd0 10809
+    drop_caches /dev/nbd0
+    must mount -o ro /dev/nbd0 "$MNT"
+    check_data "$MNT"
+    must umount "$MNT"
+    detach /dev/nbd0
+    stop "$name"
+}
+
 # cache_counter NAME COUNTER, ra_counter NAME COUNTER: a counter of the
 # gmblock-cache or gmblock-readahead filter of server NAME (serve_stack),
 # once it has stopped; empty if it did not write them.

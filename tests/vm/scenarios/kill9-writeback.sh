@@ -87,12 +87,4 @@ d=$(cache_counter vda-restart dirty_bytes)
 [ "$d" = 0 ] || fail "the restarted server left ${d:-?} dirty bytes at a clean shutdown"
 
 # The disk alone now holds the filesystem: re-read it all from a fresh server.
-corrupt_if_asked /dev/vda /dev/vda
-serve_stack vda-check 10809 /dev/vda -- "${WB[@]}"
-attach /dev/nbd0 10809
-drop_caches /dev/nbd0
-must mount -o ro /dev/nbd0 "$MNT"
-check_data "$MNT"
-must umount "$MNT"
-detach /dev/nbd0
-stop vda-check
+reread_cold vda-check /dev/vda -- "${WB[@]}"

@@ -31,13 +31,5 @@ stop md0
 in_path md0
 
 # The server gone, md0 holds everything (the shutdown wrote back the cache).
-corrupt_if_asked /dev/md0 /dev/md0
-serve_stack md0-cold 10809 /dev/md0
-attach /dev/nbd0 10809
-drop_caches /dev/nbd0
-must mount -o ro /dev/nbd0 "$MNT"
-check_data "$MNT"
-must umount "$MNT"
-detach /dev/nbd0
-stop md0-cold
+reread_cold md0-cold /dev/md0
 in_path md0-cold
