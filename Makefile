@@ -21,6 +21,7 @@ endif
 
 PLUGINDIR := $(shell pkg-config --variable=plugindir nbdkit 2>/dev/null)
 FILTERDIR := $(shell pkg-config --variable=filterdir nbdkit 2>/dev/null)
+BINDIR    ?= /usr/local/bin
 
 COMMON_SRC := $(wildcard common/*.c)
 PLUGIN_SRC := $(wildcard plugins/gmblock/*.c)
@@ -32,6 +33,7 @@ COMMON_OBJ := $(COMMON_SRC:%.c=$(B)/%.o)
 PLUGIN_OBJ := $(PLUGIN_SRC:%.c=$(B)/%.o)
 COMMON_LIB := $(B)/common/libgmcommon.a
 PLUGIN_SO  := $(B)/plugins/gmblock/nbdkit-gmblock-plugin.so
+TOPOLOGY   := $(B)/gmblock-topology
 UNIT_BIN   := $(UNIT_SRC:%.c=$(B)/%)
 
 FILTER_SO  := $(foreach f,$(FILTERS),$(B)/filters/$(f)/nbdkit-gmblock-$(f)-filter.so)
@@ -42,7 +44,7 @@ MODULES    := $(PLUGIN_SO) $(FILTER_SO)
         install uninstall clean
 .DELETE_ON_ERROR:
 
-all: $(MODULES) $(UNIT_BIN)
+all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN)
 
 $(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h filters/*/*.h)
 	@mkdir -p $(@D)
@@ -53,7 +55,11 @@ $(COMMON_LIB): $(COMMON_OBJ)
 	ar rcs $@ $^
 
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
-	$(CC) $(ALL_CFLAGS) -shared -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS) -lpci
+
+# The user command that shows the PCI topology (common/topology.c).
+$(TOPOLOGY): plugins/gmblock/cmd/gmblock-topology.c $(COMMON_LIB)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) -lpci
 
 # Each filters/NAME/ folder builds nbdkit-gmblock-NAME-filter.so.
 define filter_rule
@@ -64,7 +70,7 @@ $(foreach f,$(FILTERS),$(eval $(call filter_rule,$(f))))
 
 $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS) $(UNIT_LDFLAGS)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(LIBS) -lpci $(UNIT_LDFLAGS)
 
 # Unit tests that compile a module's source in (see the test).
 $(B)/tests/unit/test-cache-policy: filters/cache/policy.c filters/cache/cache.h
@@ -102,17 +108,20 @@ check-sanitize:
 	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so
 	GMBLOCK_BUILDDIR=$(CURDIR)/.build-sanitize GMBLOCK_SANITIZE=1 tests/run
 
-install: $(MODULES)
+install: $(MODULES) $(TOPOLOGY)
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)
 	install -m 755 $(PLUGIN_SO) $(DESTDIR)$(PLUGINDIR)/
+	install -d $(DESTDIR)$(BINDIR)
+	install -m 755 $(TOPOLOGY) $(DESTDIR)$(BINDIR)/
 	$(if $(FILTER_SO),install -m 755 $(FILTER_SO) $(DESTDIR)$(FILTERDIR)/)
 
 uninstall:
 	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so
+	rm -f $(DESTDIR)$(BINDIR)/gmblock-topology
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
-	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(UNIT_BIN)
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN)
 	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
 	rm -rf .build-sanitize
 

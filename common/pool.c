@@ -54,8 +54,9 @@ find_run (const struct gm_pool *p, size_t n)
   return -1;
 }
 
-struct gm_pool *
-gm_pool_create (size_t size, enum gm_huge_mode mode, char *err, size_t errlen)
+/* The pool's bookkeeping for nunits units; the memory comes later. */
+static struct gm_pool *
+pool_alloc (size_t size, char *err, size_t errlen)
 {
   struct gm_pool *p;
   size_t words;
@@ -82,15 +83,42 @@ gm_pool_create (size_t size, enum gm_huge_mode mode, char *err, size_t errlen)
   /* Units past the end of the pool in the last word stay "used". */
   for (size_t i = p->nunits; i < words * WORD_BITS; i++)
     p->bitmap[i / WORD_BITS] |= UINT64_C (1) << (i % WORD_BITS);
-  if (gm_mem_map (&p->mem, p->nunits * GM_POOL_UNIT, mode, err, errlen) == -1) {
+  pthread_mutex_init (&p->lock, NULL);
+  pthread_cond_init (&p->freed, NULL);
+  return p;
+}
+
+struct gm_pool *
+gm_pool_create (size_t size, enum gm_huge_mode mode, char *err, size_t errlen)
+{
+  struct gm_pool *p = pool_alloc (size, err, errlen);
+  struct gm_mem mem;
+
+  if (p == NULL)
+    return NULL;
+  if (gm_mem_map (&mem, p->nunits * GM_POOL_UNIT, mode, err, errlen) == -1) {
     int e = errno;
-    free (p->bitmap);
-    free (p);
+    gm_pool_destroy (p);
     errno = e;
     return NULL;
   }
-  pthread_mutex_init (&p->lock, NULL);
-  pthread_cond_init (&p->freed, NULL);
+  p->mem = mem;
+  return p;
+}
+
+struct gm_pool *
+gm_pool_create_on (struct gm_mem *mem, char *err, size_t errlen)
+{
+  struct gm_pool *p = pool_alloc (mem->len, err, errlen);
+
+  if (p == NULL)
+    return NULL;
+  /* Whole units only: the tail of a mapping that is not one stays unused. */
+  p->nunits = mem->len / GM_POOL_UNIT;
+  for (size_t i = p->nunits; i < gm_round_up (mem->len, GM_POOL_UNIT) / GM_POOL_UNIT; i++)
+    p->bitmap[i / WORD_BITS] |= UINT64_C (1) << (i % WORD_BITS);
+  p->mem = *mem;
+  memset (mem, 0, sizeof *mem);
   return p;
 }
 

@@ -41,6 +41,12 @@ struct gm_pool_stats {
  */
 struct gm_pool *gm_pool_create (size_t size, enum gm_huge_mode mode,
                                 char *err, size_t errlen);
+/* A pool on memory mapped elsewhere (device memory: devmem.h); the
+ * pool owns it from now on and unmaps it when destroyed.  mem->len
+ * must be at least one unit.
+ */
+struct gm_pool *gm_pool_create_on (struct gm_mem *mem, char *err,
+                                   size_t errlen);
 void gm_pool_destroy (struct gm_pool *pool);
 
 /* Get a buffer of at least len bytes (len <= pool size), aligned to

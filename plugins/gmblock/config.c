@@ -12,7 +12,7 @@
 #define POOL_MIN (1024 * 1024)
 #define POOL_MAX (1024 * 1024 * 1024)   /* io_uring's limit for one fixed buffer */
 
-static bool pool_size_set;
+static bool pool_size_set, buffer_fallback_set;
 
 int
 gm_config (const char *key, const char *value)
@@ -91,9 +91,31 @@ gm_config (const char *key, const char *value)
       return -1;
     }
   }
+  else if (strcmp (key, "buffer") == 0) {
+    if (gm_buffer_parse (value) == -1)
+      return -1;
+  }
+  else if (strcmp (key, "buffer-fallback") == 0) {
+    if (strcmp (value, "refuse") == 0)
+      gm.buffer.stage = false;
+    else if (strcmp (value, "stage") == 0)
+      gm.buffer.stage = true;
+    else {
+      nbdkit_error (GM_NAME ": buffer-fallback=%s: expected refuse or stage",
+                    value);
+      return -1;
+    }
+    buffer_fallback_set = true;
+  }
+  else if (strcmp (key, "sysfs.path") == 0) {
+    free (gm.pci_path);
+    if ((gm.pci_path = nbdkit_absolute_path (value)) == NULL)
+      return -1;
+  }
   else {
     nbdkit_error (GM_NAME ": unknown parameter '%s' (accepted: file, direct, "
-                  "pool-size, hugepages, discard, stats, ring)", key);
+                  "pool-size, hugepages, discard, stats, ring, buffer, "
+                  "buffer-fallback, sysfs.path)", key);
     return -1;
   }
   return 0;
@@ -109,5 +131,10 @@ gm_config_complete (void)
   }
   if (pool_size_set && !gm.direct)
     nbdkit_debug (GM_NAME ": pool-size is not used with direct=false");
-  return 0;
+  if (buffer_fallback_set && gm.buffer.kind != GM_BUFFER_BAR) {
+    nbdkit_error (GM_NAME ": buffer-fallback= applies to buffer=bar:BDF:N "
+                  "only (a p2pmem provider either takes DMA or is refused)");
+    return -1;
+  }
+  return gm_buffer_check ();
 }

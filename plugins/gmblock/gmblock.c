@@ -142,8 +142,6 @@ setup_alignment (void)
       return -1;
     }
   }
-  gm.batch_max = gm_round_down (gm.pool_size / 4 < BATCH_MAX ?
-                                gm.pool_size / 4 : BATCH_MAX, gm.align);
   return 0;
 }
 
@@ -165,6 +163,12 @@ probe_fixed_buffers (void)
   gm.fixed_ok = r == 0;
   if (r == 0)
     return;
+  if (gm.pool_device) {
+    /* Expected: the kernel pins only ordinary pages for fixed buffers. */
+    nbdkit_debug (GM_NAME ": %s cannot be registered with io_uring (%s): "
+                  "plain buffers", gm.buffer_desc, strerror (-r));
+    return;
+  }
   if (getrlimit (RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
     gm_format_size (rl.rlim_cur, lim, sizeof lim);
   gm_format_size (gm.pool->mem.len, size, sizeof size);
@@ -196,13 +200,15 @@ gm_get_ready (void)
     return -1;
   engine_started = true;
 
+  gm_buffer_report ();
   if (gm.direct) {
-    gm.pool = gm_pool_create (gm.pool_size, gm.hugepages, err, sizeof err);
-    if (gm.pool == NULL) {
-      nbdkit_error (GM_NAME ": pool-size=%s: %s",
-                    gm_format_size (gm.pool_size, size, sizeof size), err);
+    size_t quarter;
+    if (gm_buffer_setup () == -1)
       return -1;
-    }
+    /* A quarter of the pool per request at most, so four always fit. */
+    quarter = gm.pool->mem.len / 4;
+    gm.batch_max = gm_round_down (quarter < BATCH_MAX ? quarter : BATCH_MAX,
+                                  gm.align);
     probe_fixed_buffers ();
   }
 
@@ -217,7 +223,7 @@ gm_get_ready (void)
   if (gm.pool)
     nbdkit_debug (GM_NAME ": pool %s in %s, %s, batches up to %zu bytes",
                   gm_format_size (gm.pool->mem.len, size, sizeof size),
-                  gm.pool->mem.backing,
+                  gm.buffer_desc,
                   gm.fixed_ok ? "registered as fixed buffers" : "plain buffers",
                   gm.batch_max);
   return 0;
@@ -240,6 +246,7 @@ gm_unload (void)
   if (engine_started)
     gm_engine_cleanup ();
   gm_pool_destroy (gm.pool);
+  gm_pool_destroy (gm.stage_pool);
   if (gm.fd >= 0) {
     gm_rangelock_destroy (&gm.locks);
     close (gm.fd);
@@ -248,6 +255,13 @@ gm_unload (void)
     close (gm.fd_buffered);
   free (gm.file);
   free (gm.stats_file);
+  free (gm.pci_path);
+}
+
+static void
+gm_dump_plugin (void)
+{
+  gm_buffer_dump ();
 }
 
 static void *
@@ -357,6 +371,7 @@ static struct nbdkit_plugin plugin = {
   .config = gm_config,
   .config_complete = gm_config_complete,
   .config_help = GM_CONFIG_HELP,
+  .dump_plugin = gm_dump_plugin,
   .magic_config_key = "file",
   .get_ready = gm_get_ready,
   .after_fork = gm_after_fork,

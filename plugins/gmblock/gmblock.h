@@ -22,6 +22,15 @@
 
 enum gm_discard { GM_DISCARD_UNMAP, GM_DISCARD_IGNORE };
 enum gm_ring_mode { GM_RING_PER_THREAD, GM_RING_SHARED, GM_RING_NONE };
+enum gm_buffer_kind { GM_BUFFER_HOST, GM_BUFFER_P2PMEM, GM_BUFFER_BAR };
+
+/* Where the pool lives (buffer= and buffer-fallback=, buffer.c). */
+struct gm_buffer_opt {
+  enum gm_buffer_kind kind;
+  char bdf[16];                 /* "" with p2pmem: auto */
+  int bar;
+  bool stage;                   /* buffer-fallback=stage */
+};
 
 struct gmblock {
   /* Options (config.c). */
@@ -32,6 +41,8 @@ struct gmblock {
   enum gm_discard discard;
   char *stats_file;
   enum gm_ring_mode ring;
+  struct gm_buffer_opt buffer;
+  char *pci_path;               /* sysfs.path=, libpci's parameter */
 
   /* The open export (gmblock.c). */
   int fd;                       /* O_DIRECT unless direct=false */
@@ -45,6 +56,10 @@ struct gmblock {
   size_t batch_max;             /* largest pool buffer one request takes */
   struct gm_pool *pool;         /* NULL when direct=false */
   bool fixed_ok;                /* registering the pool with rings works */
+  bool pool_device;             /* the pool is device memory */
+  struct gm_pool *stage_pool;   /* host memory DMA lands in first, when
+                                 * the device memory cannot take DMA */
+  char buffer_desc[96];         /* "p2pmem of 0000:04:00.0" */
   struct gm_rangelock locks;    /* serialises writes to the same blocks */
 };
 
@@ -60,7 +75,12 @@ int gm_config_complete (void);
   "hugepages=auto|on|off  Back the pool with hugepages (default auto).\n" \
   "discard=unmap|ignore   What trim does (default unmap).\n" \
   "stats=<FILE>      Write counters to FILE at exit.\n" \
-  "ring=per-thread|shared|none  I/O engine design (default per-thread)."
+  "ring=per-thread|shared|none  I/O engine design (default per-thread).\n" \
+  "buffer=host|p2pmem[:BDF|:auto]|bar:BDF:N  Where O_DIRECT data lands\n" \
+  "                  (default host; see gmblock-topology).\n" \
+  "buffer-fallback=refuse|stage  When device memory cannot take DMA:\n" \
+  "                  refuse to start (default) or stage through host memory.\n" \
+  "sysfs.path=<DIR>  libpci's PCI sysfs folder (default /sys/bus/pci)."
 
 /* engine.c: transfers and syncs through the configured ring design.
  * gm_engine_rw continues short transfers (a read stops early only at end
@@ -80,6 +100,13 @@ ssize_t gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf,
                         size_t len, uint64_t off, int rw_flags);
 ssize_t gm_sync_once (void *ctx, enum gm_rw op, int fd, void *buf,
                       size_t len, uint64_t off, int rw_flags);
+
+/* buffer.c: the buffer provider and the topology report. */
+int gm_buffer_parse (const char *value);
+int gm_buffer_check (void);
+int gm_buffer_setup (void);
+void gm_buffer_dump (void);
+void gm_buffer_report (void);
 
 /* io.c */
 int gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
@@ -105,6 +132,8 @@ enum gm_stat {
   ST_DMA_POOL_BYTES, ST_DMA_CLIENT_BYTES, ST_BUFFERED_BYTES,
   ST_MEMCPY_READ_BYTES, ST_MEMCPY_WRITE_BYTES, ST_RMW_BYTES,
   ST_WIDEN_BYTES, ST_SERVED_BYTES, ST_ERRORS,
+  ST_DMA_DEVICE_BYTES, ST_COPY_FROM_DEVICE_BYTES, ST_COPY_TO_DEVICE_BYTES,
+  ST_STAGED_BYTES,
   ST_COUNT
 };
 extern struct gm_counter gm_stats[ST_COUNT];

@@ -64,6 +64,63 @@ read_full (int fd, void *buf, size_t len, uint64_t off, size_t need)
   return 0;
 }
 
+/* Write all of buf or fail. */
+static int
+write_full (int fd, const void *buf, size_t len, uint64_t off, int rwf)
+{
+  ssize_t r = gm_engine_rw (GM_WRITE, fd, (void *) buf, len, off, rwf);
+  if (r < 0)
+    return -r;
+  return (size_t) r == len ? 0 : EIO;
+}
+
+/* O_DIRECT between the disk and a pool buffer, wherever the pool lives.
+ * Device memory that cannot take DMA (buffer-fallback=stage) gets its
+ * data through a host buffer and a CPU copy, counted.
+ */
+static int
+pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
+         int rwf)
+{
+  char *s = b;
+  int err;
+
+  if (gm.stage_pool) {
+    s = gm_pool_get (gm.stage_pool, len);
+    if (op == GM_WRITE) {
+      memcpy (s, b, len);
+      COUNT (ST_COPY_FROM_DEVICE_BYTES, len);
+    }
+  }
+  err = op == GM_READ ? read_full (gm.fd, s, len, off, need)
+    : write_full (gm.fd, s, len, off, rwf);
+  if (err == 0) {
+    COUNT (gm.pool_device && s == b ? ST_DMA_DEVICE_BYTES : ST_DMA_POOL_BYTES,
+           len);
+    if (s != b && op == GM_READ) {
+      memcpy (b, s, len);
+      COUNT (ST_COPY_TO_DEVICE_BYTES, len);
+    }
+    if (s != b)
+      COUNT (ST_STAGED_BYTES, len);
+  }
+  if (s != b)
+    gm_pool_put (gm.stage_pool, s, len);
+  return err;
+}
+
+static inline int
+pool_read (char *b, size_t len, uint64_t off, size_t need)
+{
+  return pool_rw (GM_READ, b, len, off, need, 0);
+}
+
+static inline int
+pool_write (char *b, size_t len, uint64_t off, int rwf)
+{
+  return pool_rw (GM_WRITE, b, len, off, len, rwf);
+}
+
 /* O_DIRECT read of [offset, offset+count), below gm.direct_end. */
 static int
 direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
@@ -90,11 +147,12 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
     /* Only the bytes the client asked for have to be there: a file
      * shrunk underneath us still serves whatever lies below its end.
      */
-    err = read_full (gm.fd, b, wh - wl, wl, to - wl);
+    err = pool_read (b, wh - wl, wl, to - wl);
     if (err == 0) {
       memcpy (buf + (from - offset), b + (from - wl), to - from);
-      COUNT (ST_DMA_POOL_BYTES, wh - wl);
       COUNT (ST_MEMCPY_READ_BYTES, to - from);
+      if (gm.pool_device)
+        COUNT (ST_COPY_FROM_DEVICE_BYTES, to - from);
       COUNT (ST_WIDEN_BYTES, (wh - wl) - (to - from));
     }
     gm_pool_put (gm.pool, b, wh - wl);
@@ -151,16 +209,6 @@ gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
   return 0;
 }
 
-/* Write all of buf or fail. */
-static int
-write_full (int fd, const void *buf, size_t len, uint64_t off, int rwf)
-{
-  ssize_t r = gm_engine_rw (GM_WRITE, fd, (void *) buf, len, off, rwf);
-  if (r < 0)
-    return -r;
-  return (size_t) r == len ? 0 : EIO;
-}
-
 /* Direct-mode write of [offset, offset+count) below gm.direct_end.
  * The caller holds the exclusive range lock on the covering blocks.
  */
@@ -186,19 +234,20 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
 
     /* Partial first or last block: fetch its old contents first. */
     if (from > wl) {
-      err = read_full (gm.fd, b, gm.align, wl, gm.align);
+      err = pool_read (b, gm.align, wl, gm.align);
       COUNT (ST_RMW_BYTES, gm.align);
     }
     if (err == 0 && to < wh && (wh - gm.align > wl || from == wl)) {
-      err = read_full (gm.fd, b + (wh - gm.align - wl), gm.align,
-                       wh - gm.align, gm.align);
+      err = pool_read (b + (wh - gm.align - wl), gm.align, wh - gm.align,
+                       gm.align);
       COUNT (ST_RMW_BYTES, gm.align);
     }
     if (err == 0) {
       memcpy (b + (from - wl), buf + (from - offset), to - from);
       COUNT (ST_MEMCPY_WRITE_BYTES, to - from);
-      err = write_full (gm.fd, b, wh - wl, wl, rwf);
-      COUNT (ST_DMA_POOL_BYTES, wh - wl);
+      if (gm.pool_device)
+        COUNT (ST_COPY_TO_DEVICE_BYTES, to - from);
+      err = pool_write (b, wh - wl, wl, rwf);
     }
     gm_pool_put (gm.pool, b, wh - wl);
     wl = wh;

@@ -33,6 +33,10 @@ struct gm_counter gm_stats[ST_COUNT] = {
   C (ST_WIDEN_BYTES, "widen_bytes", "extra bytes read to align reads"),
   C (ST_SERVED_BYTES, "served_bytes", "bytes returned to readers"),
   C (ST_ERRORS, "errors", "requests that failed"),
+  C (ST_DMA_DEVICE_BYTES, "dma_device_bytes", "bytes moved by O_DIRECT to or from device memory (buffer=p2pmem or bar)"),
+  C (ST_COPY_FROM_DEVICE_BYTES, "cpu_copy_from_device_bytes", "bytes the CPU copied out of device memory"),
+  C (ST_COPY_TO_DEVICE_BYTES, "cpu_copy_to_device_bytes", "bytes the CPU copied into device memory"),
+  C (ST_STAGED_BYTES, "staged_bytes", "bytes staged through host memory because the device memory cannot take DMA"),
 };
 
 static void
@@ -46,6 +50,9 @@ print_derived (FILE *fp, void *opaque)
     gm_pool_get_stats (gm.pool, &ps);
   fprintf (fp, GM_NAME ".read_copies_per_byte %.3f\n",
            served ? (double) copied / served : 0.0);
+  fprintf (fp, GM_NAME ".tcp_device_copies_per_byte %.3f\n",
+           served ? (double) gm_counter_get (&gm_stats[ST_COPY_FROM_DEVICE_BYTES])
+           / served : 0.0);
   fprintf (fp, GM_NAME ".pool_size %zu\n", ps.size);
   fprintf (fp, GM_NAME ".pool_in_use %zu\n", ps.in_use);
   fprintf (fp, GM_NAME ".pool_peak %zu\n", ps.peak);

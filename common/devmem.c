@@ -1,0 +1,187 @@
+/* gmblock: device memory for I/O buffers (see devmem.h).
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "devmem.h"
+#include "sizes.h"
+
+#define UNIT 4096
+
+static int
+map_shared (struct gm_mem *m, const char *path, size_t len, const char *what,
+            char *err, size_t errlen)
+{
+  int fd = open (path, O_RDWR | O_CLOEXEC);
+  void *p;
+  int e;
+
+  if (fd == -1) {
+    e = errno;
+    snprintf (err, errlen, "%s: open %s: %s%s", what, path, strerror (e),
+              e == EACCES || e == EPERM ? " (needs root)" : "");
+    errno = e;
+    return -1;
+  }
+  p = mmap (NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  e = errno;
+  close (fd);                   /* the mapping keeps what it needs */
+  if (p == MAP_FAILED) {
+    snprintf (err, errlen, "%s: mmap of %zu bytes of %s: %s%s", what, len,
+              path, strerror (e),
+              e == EPERM || e == EINVAL ?
+              " (a BAR claimed by its driver maps only with the kernel "
+              "option iomem=relaxed, or after unbinding the driver)" : "");
+    errno = e;
+    return -1;
+  }
+  memset (m, 0, sizeof *m);
+  m->addr = m->map = p;
+  m->len = m->map_len = len;
+  return 0;
+}
+
+int
+gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
+                      const char *bdf, size_t want, size_t least,
+                      char *err, size_t errlen)
+{
+  char dir[PATH_MAX], path[PATH_MAX + 32], buf[32];
+  uint64_t avail = 0;
+  size_t len;
+  FILE *f;
+  struct stat st;
+
+  snprintf (dir, sizeof dir, "%s/devices/%s", pci_path, bdf);
+  if (stat (dir, &st) == -1) {
+    snprintf (err, errlen, "p2pmem:%s: there is no PCI device %s (%s)", bdf,
+              bdf, dir);
+    errno = ENODEV;
+    return -1;
+  }
+  snprintf (path, sizeof path, "%s/p2pmem/available", dir);
+  if ((f = fopen (path, "r")) == NULL) {
+    snprintf (err, errlen, "p2pmem:%s: the device publishes no p2pmem (no "
+              "%s/p2pmem/): the kernel must be built with "
+              "CONFIG_PCI_P2PDMA=y (Linux 6.2 or later; Debian 12's 6.1 and "
+              "its 6.12 backport are not) and the device's driver must "
+              "register its memory (nvme does for a controller memory "
+              "buffer; 'failed to register the CMB' in dmesg means it could "
+              "not)", bdf, dir);
+    errno = ENODEV;
+    return -1;
+  }
+  if (fgets (buf, sizeof buf, f))
+    avail = strtoull (buf, NULL, 0);
+  fclose (f);
+  len = gm_round_down (want < avail ? want : avail, UNIT);
+  if (len < least) {
+    snprintf (err, errlen, "p2pmem:%s: only %" PRIu64 " bytes of p2pmem are "
+              "available, at least %zu are needed", bdf, avail, least);
+    errno = ENOMEM;
+    return -1;
+  }
+  snprintf (path, sizeof path, "%s/p2pmem/allocate", dir);
+  if (map_shared (m, path, len, "p2pmem", err, errlen) == -1)
+    return -1;
+  m->backing = "p2pmem";
+  return 0;
+}
+
+/* The flags of BAR n from BDF/resource ("start end flags" per line). */
+static int
+bar_flags (const char *pci_path, const char *bdf, int n, unsigned long long *fl)
+{
+  char path[PATH_MAX], line[128];
+  unsigned long long start, end;
+  FILE *f;
+  int i = 0, r = -1;
+
+  snprintf (path, sizeof path, "%s/devices/%s/resource", pci_path, bdf);
+  if ((f = fopen (path, "r")) == NULL)
+    return -1;
+  while (fgets (line, sizeof line, f))
+    if (i++ == n) {
+      r = sscanf (line, "%llx %llx %llx", &start, &end, fl) == 3 ? 0 : -1;
+      break;
+    }
+  fclose (f);
+  return r;
+}
+
+#define IORESOURCE_MEM 0x200
+#define IORESOURCE_PREFETCH 0x2000
+
+int
+gm_devmem_map_bar (struct gm_mem *m, const char *pci_path, const char *bdf,
+                   int bar, size_t want, size_t least, char *err,
+                   size_t errlen)
+{
+  char path[PATH_MAX];
+  struct stat st;
+  unsigned long long fl;
+  size_t len;
+
+  snprintf (path, sizeof path, "%s/devices/%s/resource%d", pci_path, bdf, bar);
+  if (stat (path, &st) == -1) {
+    snprintf (err, errlen, "bar:%s:%d: %s: %s (is BAR %d a memory BAR of "
+              "this device? gmblock-topology lists them)", bdf, bar, path,
+              strerror (errno), bar);
+    errno = ENODEV;
+    return -1;
+  }
+  /* Registers sit in non-prefetchable BARs; writing buffers into them
+   * would drive the device.  Memory (a CMB, GPU or FPGA memory) is
+   * prefetchable.
+   */
+  if (bar_flags (pci_path, bdf, bar, &fl) == -1 || !(fl & IORESOURCE_MEM) ||
+      !(fl & IORESOURCE_PREFETCH)) {
+    snprintf (err, errlen, "bar:%s:%d: BAR %d is not a prefetchable memory "
+              "BAR: it holds the device's registers, not memory, and gmblock "
+              "will not put buffers there (gmblock-topology lists the "
+              "prefetchable ones)", bdf, bar, bar);
+    errno = EINVAL;
+    return -1;
+  }
+  len = gm_round_down ((size_t) st.st_size < want ? (size_t) st.st_size : want,
+                       UNIT);
+  if (len < least) {
+    snprintf (err, errlen, "bar:%s:%d: the BAR has %jd bytes, at least %zu "
+              "are needed", bdf, bar, (intmax_t) st.st_size, least);
+    errno = ENOMEM;
+    return -1;
+  }
+  if (map_shared (m, path, len, "bar", err, errlen) == -1)
+    return -1;
+  m->backing = "PCI BAR";
+  return 0;
+}
+
+const char *
+gm_devmem_dma_error (int e, int is_bar)
+{
+  switch (e) {
+  case EFAULT:
+    return is_bar ?
+      "the kernel has no struct pages for a raw BAR mapping, so O_DIRECT "
+      "cannot DMA into it; device memory takes DMA only as p2pmem, which "
+      "needs CONFIG_PCI_P2PDMA=y and a driver that publishes the memory"
+      : "the kernel refused the pages (no P2PDMA support for them)";
+  case EINVAL:
+  case EREMOTEIO:
+    return "the kernel refuses peer-to-peer DMA between the disk and the "
+      "device: both must sit under one PCIe switch (or behind a host "
+      "bridge the kernel whitelists); see gmblock-topology";
+  default:
+    return "unexpected error";
+  }
+}
