@@ -131,25 +131,30 @@ gm_devmem_map_bar (struct gm_mem *m, const char *pci_path, const char *bdf,
   unsigned long long fl;
   size_t len;
 
+  /* Registers sit in non-prefetchable BARs; writing buffers into them
+   * would drive the device.  Memory (a CMB, GPU or FPGA memory) is
+   * prefetchable.
+   */
+  if (bar_flags (pci_path, bdf, bar, &fl) == -1) {
+    snprintf (err, errlen, "bar:%s:%d: there is no PCI device %s with a BAR "
+              "%d (%s/devices/%s/resource)", bdf, bar, bdf, bar, pci_path, bdf);
+    errno = ENODEV;
+    return -1;
+  }
+  if (!(fl & IORESOURCE_MEM) || !(fl & IORESOURCE_PREFETCH)) {
+    snprintf (err, errlen, "bar:%s:%d: BAR %d is not a prefetchable memory "
+              "BAR: it holds the device's registers, not memory, and gmblock "
+              "will not put buffers there (gmblock-topology lists the "
+              "prefetchable ones)", bdf, bar, bar);
+    errno = EINVAL;
+    return -1;
+  }
   snprintf (path, sizeof path, "%s/devices/%s/resource%d", pci_path, bdf, bar);
   if (stat (path, &st) == -1) {
     snprintf (err, errlen, "bar:%s:%d: %s: %s (is BAR %d a memory BAR of "
               "this device? gmblock-topology lists them)", bdf, bar, path,
               strerror (errno), bar);
     errno = ENODEV;
-    return -1;
-  }
-  /* Registers sit in non-prefetchable BARs; writing buffers into them
-   * would drive the device.  Memory (a CMB, GPU or FPGA memory) is
-   * prefetchable.
-   */
-  if (bar_flags (pci_path, bdf, bar, &fl) == -1 || !(fl & IORESOURCE_MEM) ||
-      !(fl & IORESOURCE_PREFETCH)) {
-    snprintf (err, errlen, "bar:%s:%d: BAR %d is not a prefetchable memory "
-              "BAR: it holds the device's registers, not memory, and gmblock "
-              "will not put buffers there (gmblock-topology lists the "
-              "prefetchable ones)", bdf, bar, bar);
-    errno = EINVAL;
     return -1;
   }
   len = gm_round_down ((size_t) st.st_size < want ? (size_t) st.st_size : want,

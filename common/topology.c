@@ -590,7 +590,7 @@ gm_path_name (enum gm_path p)
 bool
 gm_path_p2p_ok (enum gm_path p)
 {
-  return p == GM_PATH_SAME_DEVICE || p == GM_PATH_SWITCH;
+  return p != GM_PATH_HOST_BRIDGE;
 }
 
 int

@@ -1,0 +1,193 @@
+#!/bin/bash
+# The PCI topology code (common/topology.c, libpci) and the buffer=
+# providers, on fake sysfs trees (tests/fake-sysfs.py): the build
+# machines have no P2PDMA device, no switch and no RDMA NIC.  The real
+# thing (a 7.3.4 guest with an NVMe CMB behind a PCIe switch) is proven
+# in the guest lab (tests/vm/scenarios/p2p-*.sh).
+#
+# gmblock-topology on four layouts: which PCI functions lie under md0
+# (through a partition and a virtio disk), p2pmem providers, RDMA NICs,
+# the path verdicts (switch, root port, same device, host bridge) and
+# what buffer=p2pmem:auto would pick; its bad input.  Then the plugin
+# with sysfs.path= pointing at a fake tree in which the test's own
+# filesystem is an NVMe namespace: --dump-plugin keys, the
+# -D gmblock.topology=1 report, refusals with the reason named, and
+# buffer=p2pmem:auto serving through the (file-backed) p2pmem mapping
+# byte for byte with the device-memory counters moving.
+. "$(dirname "$0")/functions.sh"
+require nbdcopy nbdsh cmp /usr/bin/python3
+topo=${GMBLOCK_BUILDDIR:-$top}/gmblock-topology
+[[ -x $topo ]] || fail "$topo is not built (make)"
+
+fake () {       # fake NAME LAYOUT [args]: a tree at $T/NAME
+    /usr/bin/python3 "$top/tests/fake-sysfs.py" "$T/$1" "$2" "${@:3}" ||
+        fail "fake-sysfs.py $2 failed"
+}
+expect () {     # expect FILE REGEX...: every regex matches a line
+    local f=$1 re; shift
+    for re in "$@"; do
+        grep -qE -- "$re" "$f" || { cat "$f" >&2; fail "no line matches /$re/ in $f"; }
+    done
+}
+reject () {     # reject FILE REGEX: no line matches
+    if grep -qE -- "$2" "$1"; then cat "$1" >&2; fail "a line matches /$2/ in $1"; fi
+}
+
+for l in switch rootbus noprovider rootport; do fake "$l" "$l"; done
+
+info "switch layout: md0 over a partition of an NVMe and a virtio disk"
+"$topo" -O sysfs.path="$T/switch/bus/pci" md0 >"$T/sw.txt"
+cat "$T/sw.txt"
+expect "$T/sw.txt" \
+    '^storage behind md0: md0 <- nvme0n1p1 nvme0n1 vda$' \
+    '^  0000:03:00.0 .*\[1b36:0010\] driver nvme$' \
+    'upstream: 0000:02:00.0 \(switch downstream port\) < 0000:01:00.0 \(switch upstream port\) < 0000:00:06.0 \(root port\) < root bus' \
+    '^  0000:00:04.0 .*\[1af4:1001\]' \
+    'p2pmem: 16M, 16646144 bytes available, published' \
+    'BAR2: 16M 64-bit prefetchable' \
+    '^  0000:04:00.0 BAR2 16M' \
+    'mlx5_0 on   0000:00:07.0' \
+    'rxe0: software \(no PCI function\), on netdev va' \
+    '0000:03:00.0 -> p2pmem 0000:04:00.0: switch at 0000:01:00.0: P2P allowed' \
+    '0000:00:04.0 -> p2pmem 0000:04:00.0: host-bridge: P2P refused' \
+    '0000:03:00.0 -> RDMA NIC 0000:00:07.0: host-bridge' \
+    'buffer=p2pmem:auto would fail: 0000:00:04.0 -> 0000:04:00.0 crosses the host bridge'
+
+"$topo" -O sysfs.path="$T/switch/bus/pci" --keys nvme0n1 >"$T/sw.keys"
+expect "$T/sw.keys" \
+    '^gmblock_topology_sysfs='"$T"'/switch$' \
+    '^gmblock_p2pdma_kernel=yes$' \
+    '^gmblock_storage_chain=nvme0n1$' \
+    '^gmblock_storage=0000:03:00.0$' \
+    '^gmblock_p2pmem=0000:04:00.0:16777216:16646144$' \
+    '^gmblock_rdma=.*mlx5_0@0000:00:07.0' '^gmblock_rdma=.*rxe0@va' \
+    '^gmblock_path_0000:03:00.0_0000:04:00.0=switch@0000:01:00.0$' \
+    '^gmblock_path_0000:03:00.0_0000:00:07.0=host-bridge$' \
+    '^gmblock_buffer_auto=0000:04:00.0$'
+
+info "rootbus layout: the NVMe pair on the root bus (the kernel refuses P2P)"
+"$topo" -O sysfs.path="$T/rootbus/bus/pci" nvme0n1 >"$T/rb.txt"
+expect "$T/rb.txt" '0000:00:03.0 -> p2pmem 0000:00:04.0: host-bridge: P2P refused' \
+    'upstream: root bus' \
+    'buffer=p2pmem:auto would fail: 0000:00:03.0 -> 0000:00:04.0 crosses the host bridge'
+
+info "noprovider layout: a CMB BAR but no p2pmem (Debian 12's 6.1 kernel)"
+"$topo" -O sysfs.path="$T/noprovider/bus/pci" nvme0n1 >"$T/np.txt"
+expect "$T/np.txt" 'kernel P2PDMA: unknown' \
+    '^  none: the kernel needs CONFIG_PCI_P2PDMA=y' \
+    '^  0000:04:00.0 BAR2 16M' \
+    'buffer=p2pmem:auto would fail: no PCI device publishes p2pmem'
+"$topo" -O sysfs.path="$T/noprovider/bus/pci" --keys nvme0n1 >"$T/np.keys"
+expect "$T/np.keys" '^gmblock_p2pmem=$' '^gmblock_buffer_auto=none$'
+
+info "rootport layout: two functions of one device behind a root port"
+"$topo" -O sysfs.path="$T/rootport/bus/pci" --keys nvme0n1 >"$T/rp.keys"
+expect "$T/rp.keys" '^gmblock_path_0000:05:00.0_0000:05:00.1=same-device$' \
+    '^gmblock_buffer_auto=0000:05:00.1$'
+
+info "machine-wide listing, no file"
+"$topo" -O sysfs.path="$T/switch/bus/pci" >"$T/all.txt"
+expect "$T/all.txt" 'p2pmem providers' 'RDMA devices:'
+reject "$T/all.txt" '^storage behind'
+
+info "gmblock-topology: bad input"
+bad () {        # bad STATUS REGEX ARGS...
+    local want=$1 re=$2 rc=0; shift 2
+    "$topo" "$@" >"$T/bad.out" 2>&1 || rc=$?
+    [[ $rc == "$want" ]] || { cat "$T/bad.out" >&2; fail "gmblock-topology $*: exit $rc, not $want"; }
+    expect "$T/bad.out" "$re"
+    info "refused ($rc): $(head -n1 "$T/bad.out")"
+}
+bad 1 'there is no devices folder' -O sysfs.path="$T/nowhere/bus/pci"
+bad 1 'expected the bus/pci folder' -O sysfs.path="$T/switch"
+bad 2 'the only parameter accepted is sysfs.path' -O foo=bar
+bad 2 'usage:' a b
+bad 2 'usage:' --bogus
+"$topo" -O sysfs.path="$T/switch/bus/pci" no-such-disk >"$T/nd.txt"
+expect "$T/nd.txt" 'no-such-disk: no such file, and no block device of that name'
+
+# A tree where the test's own filesystem is nvme0n1 behind the switch.
+randfile "$T/disk.img" 8M
+devno=$(stat -c %d "$T/disk.img")
+fake plug switch --storage-dev-number "$devno"
+sp=sysfs.path=$T/plug/bus/pci
+
+info "--dump-plugin: gmblock_* keys for the served file"
+"$NBDKIT" gmblock file="$T/disk.img" "$sp" --dump-plugin >"$T/dump.txt"
+expect "$T/dump.txt" '^gmblock_buffer_providers=host p2pmem bar$' \
+    '^gmblock_storage=0000:03:00.0$' '^gmblock_buffer_auto=0000:04:00.0$'
+
+info "-D gmblock.topology=1 prints the report at start-up"
+start_server dbg -v -D gmblock.topology=1 gmblock file="$T/disk.img" "$sp"
+stop_server dbg
+expect "$T/dbg.log" 'gmblock: topology: gmblock topology \(sysfs ' \
+    'gmblock: topology: buffer=p2pmem:auto would use 0000:04:00.0' \
+    'gmblock: pool .* in host memory'
+
+info "refusals, each naming what is wrong"
+fake np noprovider --storage-dev-number "$devno"
+start_fails np 'no p2pmem provider can take DMA' 'no PCI device publishes p2pmem' 'CONFIG_PCI_P2PDMA=y' -- \
+    gmblock file="$T/disk.img" sysfs.path="$T/np/bus/pci" buffer=p2pmem
+start_fails nodev 'there is no PCI device 0000:0a:00.0' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem:0a:00.0
+start_fails notprov 'publishes no p2pmem' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem:0000:03:00.0
+start_fails regbar 'BAR 0 is not a prefetchable memory BAR' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=bar:0000:03:00.0:0
+start_fails nobardev 'there is no PCI device 0000:0b:00.0 with a BAR 2' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=bar:0b:00.0:2
+start_fails nobar 'BAR number must be 0 to 5' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=bar:0000:04:00.0:6
+start_fails badbdf 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem:zz:00.0
+start_fails badkind 'expected host, p2pmem' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=gpu
+start_fails fallback 'buffer-fallback= applies to buffer=bar' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem buffer-fallback=stage
+start_fails fallback2 'buffer-fallback=maybe: expected refuse or stage' -- \
+    gmblock file="$T/disk.img" "$sp" buffer-fallback=maybe
+start_fails nodirect 'needs direct=true' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem direct=false
+start_fails badsysfs 'expected the bus/pci folder' -- \
+    gmblock file="$T/disk.img" sysfs.path="$T/plug" buffer=p2pmem
+fake tiny switch --storage-dev-number "$devno"
+echo 4096 >"$T/tiny/bus/pci/devices/0000:04:00.0/p2pmem/available"
+start_fails tiny 'only 4096 bytes of p2pmem are available, at least' -- \
+    gmblock file="$T/disk.img" sysfs.path="$T/tiny/bus/pci" buffer=p2pmem:04:00.0
+
+info "buffer=p2pmem:auto serves through the p2pmem mapping"
+start_server p2p -v gmblock file="$T/disk.img" "$sp" buffer=p2pmem stats="$T/p2p.stats"
+nbdcopy "$(uri p2p)" "$T/out.img"
+cmp "$T/out.img" "$T/disk.img" || fail "read through p2pmem differs"
+randfile "$T/new.img" 8M
+nbdcopy "$T/new.img" "$(uri p2p)"
+REF=$T/new.img nbdsh -u "$(uri p2p)" -c '
+import os
+h.set_strict_mode(h.get_strict_mode() & ~nbd.STRICT_ALIGN)
+ref = bytearray(open(os.environ["REF"], "rb").read())
+h.pwrite(b"\xa5" * 3000, 1000)          # read-modify-write through the pool
+ref[1000:4000] = b"\xa5" * 3000
+assert h.pread(len(ref), 0) == bytes(ref), "p2pmem read-back differs"
+assert h.pread(7, 4093) == bytes(ref[4093:4100])
+open(os.environ["REF"], "wb").write(ref)
+'
+stop_server p2p
+cmp "$T/disk.img" "$T/new.img" || fail "the disk does not hold what was written through p2pmem"
+expect "$T/p2p.log" 'gmblock: pool .* in p2pmem of 0000:04:00.0'
+dev=$(counter "$T/p2p.stats" dma_device_bytes)
+hostdma=$(counter "$T/p2p.stats" dma_pool_bytes)
+out=$(counter "$T/p2p.stats" cpu_copy_from_device_bytes)
+memcpy=$(counter "$T/p2p.stats" memcpy_read_bytes)
+info "p2pmem: dma_device_bytes $dev, dma_pool_bytes $hostdma, cpu_copy_from_device_bytes $out"
+[[ $dev -ge $((16 << 20)) ]] || fail "dma_device_bytes $dev: the reads and writes did not DMA into the provider"
+[[ $hostdma == 0 ]] || fail "dma_pool_bytes $hostdma: host memory was used with buffer=p2pmem"
+[[ $out == "$memcpy" && $out -gt 0 ]] || fail "cpu_copy_from_device_bytes $out != memcpy_read_bytes $memcpy"
+[[ $(counter "$T/p2p.stats" staged_bytes) == 0 ]] || fail "p2pmem staged bytes"
+
+info "the default stays host memory, with device counters at 0"
+start_server host gmblock file="$T/disk.img" "$sp" stats="$T/host.stats"
+nbdcopy "$(uri host)" - | cmp - "$T/disk.img" || fail "host read differs"
+stop_server host
+[[ $(counter "$T/host.stats" dma_device_bytes) == 0 ]] || fail "device DMA with buffer=host"
+[[ $(counter "$T/host.stats" dma_pool_bytes) -gt 0 ]] || fail "no host DMA with buffer=host"
+echo "topology OK"
