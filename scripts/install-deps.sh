@@ -4,10 +4,10 @@
 # Prints what it installs; needs root only when something is missing.
 set -e
 
-build="gcc make pkg-config nbdkit nbdkit-plugin-dev liburing-dev"
+build="gcc make pkg-config nbdkit nbdkit-plugin-dev liburing-dev libpci-dev pci.ids"
 serve="$build libnbd-bin qemu-utils"
 check="$serve python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc valgrind"
-lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client"
+lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client pciutils"
 
 case "${1:-all}" in
     build) want="$build" ;;
