@@ -241,7 +241,6 @@ scan_pci (struct gm_topology *t, char *err, size_t errlen)
 {
   struct pci_access *pacc = pci_alloc ();
   struct pci_dev *d;
-  struct pci_dev **devs = NULL;
   size_t n = 0;
 
   pacc->error = pci_on_error;
@@ -250,7 +249,6 @@ scan_pci (struct gm_topology *t, char *err, size_t errlen)
   if (setjmp (pci_escape)) {
     snprintf (err, errlen, "libpci (sysfs.path=%s): %s", t->pci_path,
               pci_message);
-    free (devs);
     return -1;
   }
   pci_set_param (pacc, "sysfs.path", t->pci_path);
@@ -259,25 +257,25 @@ scan_pci (struct gm_topology *t, char *err, size_t errlen)
   for (d = pacc->devices; d; d = d->next)
     n++;
   t->fn = calloc (n ? n : 1, sizeof *t->fn);
-  devs = calloc (n ? n : 1, sizeof *devs);
-  if (t->fn == NULL || devs == NULL) {
+  if (t->fn == NULL) {
     snprintf (err, errlen, "calloc: %s", strerror (errno));
-    free (devs);
     pci_cleanup (pacc);
     return -1;
   }
-  for (d = pacc->devices; d; d = d->next) {
-    devs[t->nfn] = d;
+  for (d = pacc->devices; d; d = d->next)
     fill_fn (t, pacc, d, &t->fn[t->nfn++]);
-  }
+  /* The upstream bridge is the directory above the function's own.
+   * (libpci 3.9's PCI_FILL_PARENT does the same but leaks the path.)
+   */
   for (size_t i = 0; i < t->nfn; i++) {
-    pci_fill_info (devs[i], PCI_FILL_PARENT);
-    if (devs[i]->parent)
-      for (size_t j = 0; j < t->nfn; j++)
-        if (devs[j] == devs[i]->parent)
-          t->fn[i].parent = j;
+    char up[PATH_MAX + 32], real[PATH_MAX], bdf[32];
+    const char *base;
+    snprintf (up, sizeof up, "%s/devices/%s/..", t->pci_path, t->fn[i].bdf);
+    if (realpath (up, real) == NULL || (base = strrchr (real, '/')) == NULL)
+      continue;
+    if (last_bdf (base, bdf, sizeof bdf))
+      t->fn[i].parent = gm_topology_find (t, bdf);
   }
-  free (devs);
   pci_cleanup (pacc);
   classify_bridges (t);
   return 0;

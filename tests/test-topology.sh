@@ -179,7 +179,11 @@ hostdma=$(counter "$T/p2p.stats" dma_pool_bytes)
 out=$(counter "$T/p2p.stats" cpu_copy_from_device_bytes)
 memcpy=$(counter "$T/p2p.stats" memcpy_read_bytes)
 info "p2pmem: dma_device_bytes $dev, dma_pool_bytes $hostdma, cpu_copy_from_device_bytes $out"
-[[ $dev -ge $((16 << 20)) ]] || fail "dma_device_bytes $dev: the reads and writes did not DMA into the provider"
+client=$(counter "$T/p2p.stats" dma_client_bytes)
+# nbdkit's own buffer takes the DMA when it happens to be aligned (with
+# ASan's allocator it mostly is); everything else goes through p2pmem.
+[[ $dev -gt 0 && $((dev + client)) -ge $((16 << 20)) ]] ||
+    fail "dma_device_bytes $dev (+ dma_client_bytes $client): the reads and writes did not DMA into the provider"
 [[ $hostdma == 0 ]] || fail "dma_pool_bytes $hostdma: host memory was used with buffer=p2pmem"
 [[ $out == "$memcpy" && $out -gt 0 ]] || fail "cpu_copy_from_device_bytes $out != memcpy_read_bytes $memcpy"
 [[ $(counter "$T/p2p.stats" staged_bytes) == 0 ]] || fail "p2pmem staged bytes"
