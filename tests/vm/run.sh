@@ -5,7 +5,8 @@
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
-# 1140) bounds the whole lab, VM_CACHE moves the cache.
+# 1140) bounds the whole lab, VM_CACHE moves the cache, LAB_KERNEL and
+# LAB_PCI override every scenario's lab-kernel and lab-pci headers.
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/kernel.sh"
 . "$VM_DIR/lib/initramfs.sh"
@@ -48,8 +49,12 @@ fi
 # One lab at a time per cache: runs share the scenario folders.
 exec 9>"$VM_CACHE/.lock"
 flock -n 9 || { say "waiting for another guest lab run to finish"; flock 9; }
-kernel_prepare
-initramfs_prepare
+# Each kernel the chosen scenarios boot, with its initramfs.
+for k in $(for n in $names; do scenario_kernel "$n"; done | sort -u); do
+    kernel_prepare "$k"
+    initramfs_prepare
+    kernel_remember "$k"
+done
 dataset_prepare
 
 # The whole lab must end within 20 minutes even if every guest hangs:

@@ -1,5 +1,49 @@
 # Boot the lab guest once, with the disks a scenario asks for, and wait for
-# it to power off or time out. Sourced; needs KVER, KDIR, INITRD.
+# it to power off or time out. Sourced; needs KDIR, VMLINUZ, INITRD and
+# PCI_TOPOLOGY.
+
+# PCI topologies (a scenario's "# lab-pci:" header; LAB_PCI overrides it):
+#   (none)   machine pc, every device on the PCI root bus, as always
+#   root     machine q35, the NVMe controllers on the root complex (pcie.0)
+#   ports    q35, each NVMe controller behind its own root port
+#   switch   q35, all NVMe controllers behind one PCIe switch, each on its
+#            own downstream port: the one topology where Linux allows
+#            peer-to-peer DMA between them (it refuses it across the
+#            root complex, whose host bridge it does not whitelist)
+# Virtio disks and the 9p shares sit on the root bus in every case.
+PCI_TOPOLOGIES="root ports switch"
+
+# QEMU_PCI_ARGS: the machine and the devices that come before all others
+# (the switch's root port claims slot 6 before anything is placed
+# automatically). Fails on an unknown topology.
+pci_args() {
+    case $PCI_TOPOLOGY in
+    '') QEMU_PCI_ARGS="-machine pc,accel=tcg" ;;
+    root|ports) QEMU_PCI_ARGS="-machine q35,accel=tcg" ;;
+    switch)
+        QEMU_PCI_ARGS="-machine q35,accel=tcg -device ioh3420,id=rp1,bus=pcie.0,addr=0x6,chassis=1,slot=1"
+        QEMU_PCI_ARGS="$QEMU_PCI_ARGS -device x3130-upstream,id=up1,bus=rp1"
+        ;;
+    *) return 1 ;;
+    esac
+}
+
+# nvme_place N: for the Nth (1, 2...) NVMe controller, append the port it
+# needs to QEMU_DISK_ARGS and set NVME_BUS (",bus=ID", empty on machine pc).
+nvme_place() {
+    NVME_BUS=
+    case $PCI_TOPOLOGY in
+    root) NVME_BUS=,bus=pcie.0 ;;
+    ports)
+        QEMU_DISK_ARGS="$QEMU_DISK_ARGS -device ioh3420,id=rp$1,bus=pcie.0,chassis=$1,slot=$1"
+        NVME_BUS=,bus=rp$1
+        ;;
+    switch)
+        QEMU_DISK_ARGS="$QEMU_DISK_ARGS -device xio3130-downstream,id=dn$1,bus=up1,chassis=$(($1 + 1)),slot=$(($1 + 1))"
+        NVME_BUS=,bus=dn$1
+        ;;
+    esac
+}
 
 # Turn disk specs into qemu arguments (appended to QEMU_DISK_ARGS).
 #   virtio:SIZE                  sparse file as a virtio-blk disk (/dev/vdX)
@@ -11,7 +55,7 @@
 # Files go to $1 (the run folder) as diskN.img.
 disk_args() {
     dir=$1; shift
-    n=0
+    n=0 nvmes=0
     QEMU_DISK_ARGS=
     for spec in "$@"; do
         kind=${spec%%:*}; rest=${spec#*:}
@@ -31,8 +75,10 @@ disk_args() {
                 esac
             done
             truncate -s "$size" "$dir/disk$n.img" || return 1
+            nvmes=$((nvmes + 1))
+            nvme_place "$nvmes"
             QEMU_DISK_ARGS="$QEMU_DISK_ARGS -drive file=$dir/disk$n.img,format=raw,if=none,id=nv$n,cache=unsafe"
-            QEMU_DISK_ARGS="$QEMU_DISK_ARGS -device nvme,serial=lab$n,drive=nv$n$props"
+            QEMU_DISK_ARGS="$QEMU_DISK_ARGS -device nvme,serial=lab$n,drive=nv$n$props$NVME_BUS"
             ;;
         nbd)
             QEMU_DISK_ARGS="$QEMU_DISK_ARGS -drive file=$rest,format=raw,if=virtio,cache=none"
@@ -48,15 +94,15 @@ disk_args() {
 # RUNDIR/console.log. Returns 124 on timeout, qemu's status otherwise.
 boot_guest() {
     dir=$1 limit=$2; shift 2
-    disk_args "$dir" "$@" || return 1
+    pci_args && disk_args "$dir" "$@" || return 1
     # TCG only: this host's /dev/kvm cannot run an ordinary guest kernel.
     # -cpu max so host binaries built for newer x86 features still run.
     # shellcheck disable=SC2086
     timeout -k 10 "$limit" qemu-system-x86_64 \
-        -machine pc,accel=tcg -cpu max -smp 2 -m 1024 \
+        $QEMU_PCI_ARGS -cpu max -smp 2 -m 1024 \
         -display none -monitor none -serial "file:$dir/console.log" \
         -no-reboot -nic none \
-        -kernel "$KDIR/boot/vmlinuz-$KVER" -initrd "$INITRD" \
+        -kernel "$VMLINUZ" -initrd "$INITRD" \
         -append "console=ttyS0 quiet panic=-1 iomem=relaxed lab.repo=$REPO lab.kdir=$KDIR lab.keep=$REPO:$VM_CACHE" \
         -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
         -virtfs "local,path=$dir/out,mount_tag=labout,security_model=none" \

@@ -1,9 +1,10 @@
 # Build the guest's initramfs: static busybox, /init and the few modules
 # needed to reach the host's root over 9p. Sourced; needs KVER and KDIR.
-# Sets INITRD. Rebuilt only when one of its inputs changes.
+# Sets INITRD (one per kernel). Rebuilt only when one of its inputs changes.
 
 # Modules to load before the host tree is visible, dependencies resolved
-# by the host's modprobe against the guest kernel's modules.dep.
+# by the host's modprobe against the guest kernel's modules.dep. Those
+# built into a kernel (virtio_pci on 7.x) are skipped.
 INITRAMFS_MODULES="virtio_pci 9pnet_virtio 9p"
 
 initramfs_prepare() {
@@ -28,12 +29,20 @@ initramfs_prepare() {
     chmod 755 "$root/init" "$root/bin/lab-modprobe"
     : >"$root/lib/mod/order"
     for m in $INITRAMFS_MODULES; do
-        modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" ||
+        modprobe -d "$KDIR" -S "$KVER" --show-depends "$m" >>"$root/deps" ||
             die "module $m not in the guest kernel"
-    done | awk '$1 == "insmod" && !seen[$2]++ { print $2 }' | while read -r ko; do
-        cp "$ko" "$root/lib/mod/"
-        basename "$ko" >>"$root/lib/mod/order"
     done
+    while read -r ko; do
+        # busybox insmod takes plain .ko files: unpack trixie's .ko.xz here.
+        case $ko in
+        *.xz) "$busybox" xz -dc "$ko" >"$root/lib/mod/$(basename "$ko" .xz)" ;;
+        *) cp "$ko" "$root/lib/mod/" ;;
+        esac || die "cannot copy $ko into the initramfs"
+        basename "$ko" .xz >>"$root/lib/mod/order"
+    done <<EOF
+$(awk '$1 == "insmod" && !seen[$2]++ { print $2 }' "$root/deps")
+EOF
+    rm "$root/deps"
     [ -s "$root/lib/mod/order" ] || die "no modules resolved for the initramfs"
     (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$INITRD.tmp" ||
         die "cpio failed"

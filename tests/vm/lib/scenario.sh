@@ -2,6 +2,8 @@
 # says what the guest needs:
 #   # lab-disks: virtio:96M nvme:64M:lbs=4096 ...   (see lib/boot.sh)
 #   # lab-timeout: 300                              (seconds, whole boot)
+#   # lab-kernel: trixie-backports                  (see lib/kernel.sh)
+#   # lab-pci: switch                               (see lib/boot.sh)
 # An optional scenarios/NAME.host.sh is sourced on the host and may define
 # host_before DIR (start host-side servers; append disk specs to
 # HOST_DISKS), host_after DIR (check the result on the host; write a
@@ -17,6 +19,26 @@ scenario_list() {
 
 # header FILE KEY: the value of "# KEY: value" in FILE.
 header() { sed -n "s/^# $2: *//p" "$1" | head -n 1; }
+
+# The kernel flavour scenario NAME boots (LAB_KERNEL overrides all).
+scenario_kernel() {
+    k=${LAB_KERNEL:-$(header "$VM_DIR/scenarios/$1.sh" lab-kernel)}
+    echo "${k:-bookworm}"
+}
+
+# kernel_remember FLAVOUR: note KVER, KDIR, VMLINUZ and INITRD, as
+# kernel_prepare and initramfs_prepare set them, for kernel_use FLAVOUR.
+PREPARED_KERNELS=
+kernel_remember() {
+    PREPARED_KERNELS="$PREPARED_KERNELS$1|$KVER|$KDIR|$VMLINUZ|$INITRD
+"
+}
+kernel_use() {
+    line=$(printf %s "$PREPARED_KERNELS" | grep -m 1 "^$1|") || return 1
+    IFS='|' read -r _ KVER KDIR VMLINUZ INITRD <<EOF
+$line
+EOF
+}
 
 # Quote a value for the job file (a shell fragment the guest sources).
 q() { printf "'%s'" "$(printf %s "$1" | sed "s/'/'\\\\''/g")"; }
@@ -43,6 +65,8 @@ scenario_run() (
     rm -rf "$dir"
     mkdir -p "$dir/out"
     disks=$(header "$script" lab-disks)
+    kernel=$(scenario_kernel "$name")
+    PCI_TOPOLOGY=${LAB_PCI:-$(header "$script" lab-pci)}
     limit=${LAB_TIMEOUT:-$(header "$script" lab-timeout)}
     limit=${limit:-300}
     left=$((LAB_DEADLINE - $(date +%s)))
@@ -51,6 +75,14 @@ scenario_run() (
         return 1
     fi
     [ "$limit" -le "$left" ] || limit=$left
+    if ! kernel_use "$kernel"; then
+        echo "FAIL $name (kernel $kernel was not prepared, log: none)"
+        return 1
+    fi
+    if ! pci_args; then
+        echo "FAIL $name (unknown lab-pci '$PCI_TOPOLOGY' (have: $PCI_TOPOLOGIES), log: none)"
+        return 1
+    fi
     HOST_DISKS=
     host_before() { :; }
     host_after() { :; }
@@ -83,7 +115,7 @@ scenario_run() (
             reason="host check: $(cat "$dir/host.reason" 2>/dev/null || echo failed)"
         fi
     fi
-    say "$name took $(($(date +%s) - start)) s"
+    say "$name took $(($(date +%s) - start)) s (kernel $KVER${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
     if [ -n "$reason" ]; then
         echo "FAIL $name ($reason, log: $log)"
         return 1
