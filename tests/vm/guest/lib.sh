@@ -315,3 +315,196 @@ umount_orphan () {
     fi
     wait "$u" || fail "cannot unmount after the server died"
 }
+
+# ---- PCI topology, for scenarios with a lab-pci header (lib/boot.sh):
+# which NVMe controller has a controller memory buffer (CMB), whether the
+# kernel published it as p2pmem (7.x: CONFIG_PCI_P2PDMA; not 6.1), and
+# whether both controllers sit under one PCIe switch, the topology where
+# the kernel lets them DMA to each other.
+
+# Under TCG every program started costs about 0.1 s: these helpers use
+# shell builtins where they can.
+
+# nvme_bdfs: the PCI addresses of the NVMe controllers, one a line.
+nvme_bdfs() {
+    local d c
+    for d in /sys/bus/pci/devices/*; do
+        read -r c <"$d/class" && [ "$c" = 0x010802 ] && echo "${d##*/}"
+    done
+    return 0
+}
+
+# nvme_disk BDF: the block device of the first namespace of the NVMe
+# controller at BDF; fails if it has none (yet).
+nvme_disk() {
+    local ns
+    for ns in /sys/bus/pci/devices/"$1"/nvme/nvme*/nvme*n*; do
+        [ -b "/dev/${ns##*/}" ] && { echo "/dev/${ns##*/}"; return 0; }
+    done
+    return 1
+}
+
+# nvme_up N: load nvme and wait (10 s at most) for N controllers with a
+# block device each.
+nvme_up() {
+    local i b n=0
+    load nvme
+    for i in $(seq 100); do
+        n=0
+        for b in $(nvme_bdfs); do nvme_disk "$b" >/dev/null && n=$((n + 1)); done
+        [ "$n" -ge "$1" ] && return 0
+        sleep 0.1
+    done
+    fail "only $n of $1 NVMe disks appeared"
+}
+
+# nvme_cmb_bdf: the NVMe controller with a CMB (QEMU puts it in BAR 2,
+# whose resource2 file exists on every kernel, p2pmem or not).
+nvme_cmb_bdf() {
+    local b
+    for b in $(nvme_bdfs); do
+        [ -e "/sys/bus/pci/devices/$b/resource2" ] && { echo "$b"; return 0; }
+    done
+    return 1
+}
+
+# p2pmem_bdf: the PCI device whose memory the kernel offers for P2P DMA
+# (it has p2pmem/{size,available,published,allocate}); fails if none.
+p2pmem_bdf() {
+    local d
+    for d in /sys/bus/pci/devices/*/p2pmem; do
+        [ -d "$d" ] && { d=${d%/p2pmem}; echo "${d##*/}"; return 0; }
+    done
+    return 1
+}
+
+# nvme_peer_bdf BDF, nvme_peer_disk BDF: the PCI address and the block
+# device of an NVMe controller other than the one at BDF (the other end of
+# a P2P transfer).
+nvme_peer_bdf() {
+    local b
+    for b in $(nvme_bdfs); do
+        [ "$b" != "$1" ] && { echo "$b"; return 0; }
+    done
+    return 1
+}
+nvme_peer_disk() {
+    local b
+    b=$(nvme_peer_bdf "$1") && nvme_disk "$b"
+}
+
+# pci_chain BDF: the bridges above BDF, nearest first, on one line (its
+# parents in sysfs); an empty line on a root bus.
+pci_chain() {
+    local p parts i out=()
+    p=$(cd -P "/sys/bus/pci/devices/$1" && pwd) || return 1
+    IFS=/ read -ra parts <<<"${p#/sys/devices/pci*/}"
+    for ((i = ${#parts[@]} - 2; i >= 0; i--)); do out+=("${parts[i]}"); done
+    echo "${out[*]}"
+}
+
+# pcie_type BDF...: the PCIe port type of each, on one line: root-port,
+# upstream, downstream, endpoint, rciep (integrated in the root complex),
+# other, or pci (no PCIe capability). One setpci for all when it can.
+pcie_type() {
+    local b v out lines=()
+    out=$(for b in "$@"; do printf -- '-s %s CAP_EXP+2.w ' "$b"; done)
+    # shellcheck disable=SC2086
+    out=$(setpci $out 2>/dev/null) && mapfile -t lines <<<"$out"
+    if [ "${#lines[@]}" != $# ]; then
+        out=$(for b in "$@"; do setpci -s "$b" CAP_EXP+2.w 2>/dev/null || echo none; done)
+    fi
+    while read -r v; do
+        [ "$v" = none ] && { printf 'pci '; continue; }
+        case $(((0x$v >> 4) & 0xf)) in
+        0) printf 'endpoint ' ;; 4) printf 'root-port ' ;; 5) printf 'upstream ' ;;
+        6) printf 'downstream ' ;; 9) printf 'rciep ' ;; *) printf 'other ' ;;
+        esac
+    done <<<"$out"
+    echo
+}
+
+# pci_switch BDF: the upstream port of the PCIe switch on one of whose
+# downstream ports BDF sits; empty if it is not behind a switch.
+pci_switch() {
+    local chain
+    read -ra chain <<<"$(pci_chain "$1")"
+    [ "${#chain[@]}" -ge 2 ] || return 0
+    [ "$(pcie_type "${chain[0]}" "${chain[1]}")" = "downstream upstream " ] && echo "${chain[1]}"
+    return 0
+}
+
+# p2p_facts: wait for two NVMe controllers, one with a CMB, then set and
+# print P2P_CMB_BDF (the CMB controller), P2P_CMB_DISK (its disk),
+# P2P_MEM (its p2pmem folder in sysfs, empty when the kernel has none),
+# P2P_PEER_BDF and P2P_PEER_DISK (the other controller), P2P_SWITCH (the
+# upstream port of the switch both sit under, empty if they do not), and
+# the PCI tree with each controller's path to the root.
+p2p_facts() {
+    local b i up types
+    command -v setpci >/dev/null || fail "no lspci/setpci on the host: install pciutils (scripts/install-deps.sh check)"
+    nvme_up 2
+    P2P_CMB_BDF=$(nvme_cmb_bdf) || fail "no NVMe controller with a CMB (BAR 2)"
+    P2P_CMB_DISK=$(nvme_disk "$P2P_CMB_BDF")
+    P2P_PEER_BDF=$(nvme_peer_bdf "$P2P_CMB_BDF") || fail "no second NVMe controller"
+    P2P_PEER_DISK=$(nvme_disk "$P2P_PEER_BDF")
+    P2P_MEM=/sys/bus/pci/devices/$P2P_CMB_BDF/p2pmem
+    [ -d "$P2P_MEM" ] || P2P_MEM=
+    P2P_SWITCH=$(pci_switch "$P2P_CMB_BDF")
+    [ "$(pci_switch "$P2P_PEER_BDF")" = "$P2P_SWITCH" ] || P2P_SWITCH=
+    step "PCI topology on $(uname -r)"
+    lspci -tv
+    for b in "$P2P_CMB_BDF" "$P2P_PEER_BDF"; do
+        read -ra up <<<"$(pci_chain "$b")"
+        types=()
+        [ ${#up[@]} = 0 ] || read -ra types <<<"$(pcie_type "${up[@]}")"
+        printf '%s' "$b"
+        for i in "${!up[@]}"; do printf ' <- %s (%s)' "${up[i]}" "${types[i]}"; done
+        echo
+    done
+    echo "CMB controller $P2P_CMB_BDF ($P2P_CMB_DISK)"
+    echo "peer controller $P2P_PEER_BDF ($P2P_PEER_DISK)"
+    echo "common switch: ${P2P_SWITCH:-none}"
+    if [ -n "$P2P_MEM" ]; then
+        echo "p2pmem: size $(<"$P2P_MEM/size") available $(<"$P2P_MEM/available") published $(<"$P2P_MEM/published")"
+    else
+        echo "p2pmem: none ($(dmesg | grep -m 1 -i cmb || echo 'no CMB message in dmesg'))"
+    fi
+}
+
+# p2p_dma DISK BDF: 1 MiB from RAM to DISK, then DISK -> BDF's p2pmem and
+# p2pmem -> DISK with O_DIRECT (the NVMe controller DMAs to and from the
+# other device's memory), compared byte for byte; overwrites DISK's first
+# 2 MiB. Fails with the error: EINVAL from the read into p2pmem where the
+# kernel refuses P2P between the two (root bus, separate root ports).
+p2p_dma() {
+    python3 - "$1" "/sys/bus/pci/devices/$2/p2pmem/allocate" <<'PY'
+import mmap, os, sys
+disk, alloc = sys.argv[1], sys.argv[2]
+N = 1 << 20
+step = "mmap of " + alloc
+try:
+    f = os.open(alloc, os.O_RDWR)
+    p2p = mmap.mmap(f, N, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+    ram = mmap.mmap(-1, N)
+    pattern = os.urandom(N)
+    ram[:] = pattern
+    d = os.open(disk, os.O_RDWR | os.O_DIRECT)
+    step = "O_DIRECT write from RAM"
+    os.pwritev(d, [ram], 0)
+    step = "O_DIRECT read into p2pmem"
+    os.preadv(d, [p2p], 0)
+    if p2p[:] != pattern:
+        sys.exit("%s -> p2pmem: the data differs" % disk)
+    step = "O_DIRECT write from p2pmem"
+    os.pwritev(d, [p2p], N)
+    ram[:] = bytes(N)
+    step = "O_DIRECT read back into RAM"
+    os.preadv(d, [ram], N)
+    if ram[:] != pattern:
+        sys.exit("p2pmem -> %s: the data differs" % disk)
+except OSError as e:
+    sys.exit("%s: %s" % (step, e))
+print("1 MiB %s -> p2pmem -> %s by P2P DMA, byte for byte" % (disk, disk))
+PY
+}
