@@ -24,6 +24,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "gmblock.h"
 #include "sizes.h"
@@ -83,6 +84,7 @@ pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
          int rwf)
 {
   char *s = b;
+  struct timespec t0, t1;
   int err;
 
   if (gm.stage_pool) {
@@ -92,8 +94,13 @@ pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
       COUNT (ST_COPY_FROM_DEVICE_BYTES, len);
     }
   }
+  clock_gettime (CLOCK_MONOTONIC, &t0);
   err = op == GM_READ ? read_full (gm.fd, s, len, off, need)
     : write_full (gm.fd, s, len, off, rwf);
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  COUNT (ST_DMA_OPS, 1);
+  COUNT (ST_DMA_NS, (t1.tv_sec - t0.tv_sec) * UINT64_C (1000000000) +
+         t1.tv_nsec - t0.tv_nsec);
   if (err == 0) {
     COUNT (gm.pool_device && s == b ? ST_DMA_DEVICE_BYTES : ST_DMA_POOL_BYTES,
            len);

@@ -37,6 +37,8 @@ struct gm_counter gm_stats[ST_COUNT] = {
   C (ST_COPY_FROM_DEVICE_BYTES, "cpu_copy_from_device_bytes", "bytes the CPU copied out of device memory"),
   C (ST_COPY_TO_DEVICE_BYTES, "cpu_copy_to_device_bytes", "bytes the CPU copied into device memory"),
   C (ST_STAGED_BYTES, "staged_bytes", "bytes staged through host memory because the device memory cannot take DMA"),
+  C (ST_DMA_OPS, "dma_ops", "O_DIRECT transfers to or from pool buffers (host or device memory)"),
+  C (ST_DMA_NS, "dma_ns", "nanoseconds spent waiting for those transfers"),
 };
 
 static void
@@ -53,6 +55,10 @@ print_derived (FILE *fp, void *opaque)
   fprintf (fp, GM_NAME ".tcp_device_copies_per_byte %.3f\n",
            served ? (double) gm_counter_get (&gm_stats[ST_COPY_FROM_DEVICE_BYTES])
            / served : 0.0);
+  fprintf (fp, GM_NAME ".dma_avg_us %.1f\n",
+           gm_counter_get (&gm_stats[ST_DMA_OPS]) ?
+           gm_counter_get (&gm_stats[ST_DMA_NS]) / 1e3 /
+           gm_counter_get (&gm_stats[ST_DMA_OPS]) : 0.0);
   fprintf (fp, GM_NAME ".pool_size %zu\n", ps.size);
   fprintf (fp, GM_NAME ".pool_in_use %zu\n", ps.in_use);
   fprintf (fp, GM_NAME ".pool_peak %zu\n", ps.peak);
