@@ -137,8 +137,11 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
   uint64_t hi = gm_round_up (end, gm.align);
   int err;
 
-  if (lo == offset && hi == end && buf_aligned (buf)) {
-    /* The rare lucky case: DMA straight into nbdkit's buffer. */
+  /* The lucky case: DMA straight into nbdkit's buffer.  Not with
+   * buffer=p2pmem or bar: there the user asked for the data to land in
+   * device memory, so it always does.
+   */
+  if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device) {
     if ((err = read_full (gm.fd, buf, count, offset, count)) != 0)
       return err;
     COUNT (ST_DMA_CLIENT_BYTES, count);
@@ -227,7 +230,7 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
   uint64_t hi = gm_round_up (end, gm.align);
   int err = 0;
 
-  if (lo == offset && hi == end && buf_aligned (buf)) {
+  if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device) {
     if ((err = write_full (gm.fd, buf, count, offset, rwf)) == 0)
       COUNT (ST_DMA_CLIENT_BYTES, count);
     return err;

@@ -68,6 +68,19 @@ serve() {
     fail "server $name did not start (see $name.nbdkit.log)"
 }
 
+# refuses NAME REGEX PARAMS...: gmblock on $disk with PARAMS must exit
+# non-zero at start-up (within 60 s) with a message matching REGEX.
+refuses() {
+    local name=$1 re=$2 rc=0
+    shift 2
+    step "expect refusal: gmblock file=$disk $*"
+    timeout 60 "$LAB_REPO/nbdkit" -f -i 127.0.0.1 -p 10809 gmblock file="$disk" "$@" \
+        >"$LAB_OUT/$name.log" 2>&1 </dev/null || rc=$?
+    cat "$LAB_OUT/$name.log"
+    [ $rc != 0 ] && [ $rc != 124 ] || fail "$name: nbdkit did not refuse (exit $rc)"
+    grep -qE "$re" "$LAB_OUT/$name.log" || fail "$name: the message does not match /$re/"
+}
+
 # counter NAME COUNTER: a gmblock counter of server NAME, once it has stopped.
 counter() {
     sed -n "s/^gmblock\.$2 //p" "$LAB_OUT/$1.stats" 2>/dev/null
