@@ -775,9 +775,10 @@ gm_topology_print (const struct gm_topology *t, FILE *fp)
     fprintf (fp, "  none\n");
 
   if (t->nstorage > 0) {
-    fprintf (fp, "paths from the storage (P2P DMA needs a common switch; "
-             "crossing the host bridge is refused by most kernels and "
-             "slow where allowed):\n");
+    fprintf (fp, "paths from the storage (P2P DMA needs a common bridge "
+             "below the host bridge, a switch or one root port; crossing "
+             "the host bridge is refused by most kernels and slow where "
+             "allowed):\n");
     for (size_t s = 0; s < t->nstorage; s++)
       for (size_t i = 0; i < t->nfn; i++) {
         int via;
