@@ -35,13 +35,14 @@ COMMON_LIB := $(B)/common/libgmcommon.a
 PLUGIN_SO  := $(B)/plugins/gmblock/nbdkit-gmblock-plugin.so
 TOPOLOGY   := $(B)/gmblock-topology
 UNIT_BIN   := $(UNIT_SRC:%.c=$(B)/%)
+FUZZ_BIN   := $(patsubst %.c,$(B)/%,$(wildcard tests/fuzz/fuzz-*.c))
 
 FILTER_SO  := $(foreach f,$(FILTERS),$(B)/filters/$(f)/nbdkit-gmblock-$(f)-filter.so)
 
 MODULES    := $(PLUGIN_SO) $(FILTER_SO)
 
 .PHONY: all deps serve check check-unit check-integration check-sanitize \
-        install uninstall clean
+        install uninstall clean fuzz
 .DELETE_ON_ERROR:
 
 all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN)
@@ -78,6 +79,16 @@ $(B)/tests/unit/test-uring-faults: plugins/gmblock/engine-shared.c plugins/gmblo
 # ... and that interpose on liburing to inject its failures.
 $(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait \
   -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe
+
+# libFuzzer targets: tests/fuzz/fuzz-NAME.c fuzzes common/NAME.c.  Built
+# with clang by tests/test-fuzz-*.sh (make fuzz), not by make all.
+FUZZ_CC    ?= clang
+FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
+              -fno-sanitize-recover=all $(WARN)
+fuzz: $(FUZZ_BIN)
+$(B)/tests/fuzz/fuzz-%: tests/fuzz/fuzz-%.c common/%.c $(wildcard common/*.h)
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -o $@ $< common/$*.c
 
 # Loaded into nbdkit in the sanitizer run only (see the file).
 $(B)/tests/sanitizer-shim.so: tests/sanitizer-shim.c
@@ -121,7 +132,7 @@ uninstall:
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
-	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN)
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN)
 	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
 	rm -rf .build-sanitize
 
