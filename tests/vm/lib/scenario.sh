@@ -4,15 +4,19 @@
 #   # lab-timeout: 300                              (seconds, whole boot)
 #   # lab-kernel: trixie-backports                  (see lib/kernel.sh)
 #   # lab-pci: switch                               (see lib/boot.sh)
+#   # lab-bench: yes             (a benchmark: runs only when named)
 # An optional scenarios/NAME.host.sh is sourced on the host and may define
 # host_before DIR (start host-side servers; append disk specs to
 # HOST_DISKS), host_after DIR (check the result on the host; write a
 # reason to DIR/host.reason and return non-zero on failure) and
 # host_cleanup DIR (always runs). Sourced.
 
+# Benchmarks (header "# lab-bench: yes") run only when named: they
+# measure, they do not test, and they would cost make check minutes.
 scenario_list() {
     for f in "$VM_DIR"/scenarios/*.sh; do
         case $f in *.host.sh) continue ;; esac
+        [ "$(header "$f" lab-bench)" = yes ] && continue
         basename "$f" .sh
     done
 }
