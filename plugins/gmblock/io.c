@@ -75,6 +75,26 @@ write_full (int fd, const void *buf, size_t len, uint64_t off, int rwf)
   return (size_t) r == len ? 0 : EIO;
 }
 
+/* One O_DIRECT transfer of gm.fd, timed: dma_ops and dma_ns give the
+ * mean completion time, whichever memory takes the DMA.
+ */
+static int
+dma_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
+        int rwf)
+{
+  struct timespec t0, t1;
+  int err;
+
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  err = op == GM_READ ? read_full (gm.fd, b, len, off, need)
+    : write_full (gm.fd, b, len, off, rwf);
+  clock_gettime (CLOCK_MONOTONIC, &t1);
+  COUNT (ST_DMA_OPS, 1);
+  COUNT (ST_DMA_NS, (t1.tv_sec - t0.tv_sec) * UINT64_C (1000000000) +
+         t1.tv_nsec - t0.tv_nsec);
+  return err;
+}
+
 /* O_DIRECT between the disk and a pool buffer, wherever the pool lives.
  * Device memory that cannot take DMA (buffer-fallback=stage) gets its
  * data through a host buffer and a CPU copy, counted.
@@ -84,7 +104,6 @@ pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
          int rwf)
 {
   char *s = b;
-  struct timespec t0, t1;
   int err;
 
   if (gm.stage_pool) {
@@ -94,13 +113,7 @@ pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
       COUNT (ST_COPY_FROM_DEVICE_BYTES, len);
     }
   }
-  clock_gettime (CLOCK_MONOTONIC, &t0);
-  err = op == GM_READ ? read_full (gm.fd, s, len, off, need)
-    : write_full (gm.fd, s, len, off, rwf);
-  clock_gettime (CLOCK_MONOTONIC, &t1);
-  COUNT (ST_DMA_OPS, 1);
-  COUNT (ST_DMA_NS, (t1.tv_sec - t0.tv_sec) * UINT64_C (1000000000) +
-         t1.tv_nsec - t0.tv_nsec);
+  err = dma_rw (op, s, len, off, need, rwf);
   if (err == 0) {
     COUNT (gm.pool_device && s == b ? ST_DMA_DEVICE_BYTES : ST_DMA_POOL_BYTES,
            len);
@@ -142,7 +155,7 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
    * device memory, so it always does.
    */
   if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device) {
-    if ((err = read_full (gm.fd, buf, count, offset, count)) != 0)
+    if ((err = dma_rw (GM_READ, buf, count, offset, count, 0)) != 0)
       return err;
     COUNT (ST_DMA_CLIENT_BYTES, count);
     return 0;
@@ -231,7 +244,7 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
   int err = 0;
 
   if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device) {
-    if ((err = write_full (gm.fd, buf, count, offset, rwf)) == 0)
+    if ((err = dma_rw (GM_WRITE, (char *) buf, count, offset, count, rwf)) == 0)
       COUNT (ST_DMA_CLIENT_BYTES, count);
     return err;
   }

@@ -37,7 +37,7 @@ struct gm_counter gm_stats[ST_COUNT] = {
   C (ST_COPY_FROM_DEVICE_BYTES, "cpu_copy_from_device_bytes", "bytes the CPU copied out of device memory"),
   C (ST_COPY_TO_DEVICE_BYTES, "cpu_copy_to_device_bytes", "bytes the CPU copied into device memory"),
   C (ST_STAGED_BYTES, "staged_bytes", "bytes staged through host memory because the device memory cannot take DMA"),
-  C (ST_DMA_OPS, "dma_ops", "O_DIRECT transfers to or from pool buffers (host or device memory)"),
+  C (ST_DMA_OPS, "dma_ops", "O_DIRECT transfers (into pool, device memory or nbdkit's buffer)"),
   C (ST_DMA_NS, "dma_ns", "nanoseconds spent waiting for those transfers"),
 };
 

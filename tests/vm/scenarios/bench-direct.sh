@@ -39,12 +39,13 @@ for r in $(seq "$runs"); do
             read -r -a st1 </proc/"$pid"/stat
             stop "$name"
             cpu=$(( (st1[13] + st1[14]) - (st0[13] + st0[14]) ))
-            printf '{"run":%s,"size":%s,"buffer":"%s","bytes":%s,"wall_s":%s,"cpu_s":%s,"dma_ops":%s,"dma_ns":%s,"dma_device_bytes":%s,"dma_pool_bytes":%s,"copy_from_device":%s,"memcpy_read":%s}\n' \
+            printf '{"run":%s,"size":%s,"buffer":"%s","bytes":%s,"wall_s":%s,"cpu_s":%s,"dma_ops":%s,"dma_ns":%s,"dma_device_bytes":%s,"dma_pool_bytes":%s,"dma_client_bytes":%s,"copy_from_device":%s,"memcpy_read":%s}\n' \
                 "$r" "$size" "$buf" "$(counter "$name" served_bytes)" \
                 "$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.3f", b - a }')" \
                 "$(awk -v c="$cpu" -v t="$tck" 'BEGIN { printf "%.3f", c / t }')" \
                 "$(counter "$name" dma_ops)" "$(counter "$name" dma_ns)" \
                 "$(counter "$name" dma_device_bytes)" "$(counter "$name" dma_pool_bytes)" \
+                "$(counter "$name" dma_client_bytes)" \
                 "$(counter "$name" cpu_copy_from_device_bytes)" "$(counter "$name" memcpy_read_bytes)" |
                 tee -a "$out"
         done
