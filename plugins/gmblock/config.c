@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "gmblock.h"
+#include "registry.h"
 #include "sizes.h"
 
 #define POOL_MIN (1024 * 1024)
@@ -134,6 +135,11 @@ gm_config_complete (void)
   if (buffer_fallback_set && gm.buffer.kind != GM_BUFFER_BAR) {
     nbdkit_error (GM_NAME ": buffer-fallback= applies to buffer=bar:BDF:N "
                   "only (a p2pmem provider either takes DMA or is refused)");
+    return -1;
+  }
+  /* For the filters above (gmblock-stripe finds the RAID under it). */
+  if (gm_registry_publish (GM_REG_SERVED_FILE, gm.file) == -1) {
+    nbdkit_error (GM_NAME ": publishing file=%s: %m", gm.file);
     return -1;
   }
   return gm_buffer_check ();

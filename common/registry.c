@@ -1,0 +1,59 @@
+/* gmblock: the cross-module registry (see registry.h).
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "registry.h"
+
+#define PREFIX "GMBLOCK_REG_"
+
+static int
+var_name (const char *key, char *buf, size_t len)
+{
+  if (*key == '\0' || strlen (key) + sizeof PREFIX > len)
+    goto bad;
+  for (const char *p = key; *p; p++)
+    if (!isalnum ((unsigned char) *p) && *p != '_')
+      goto bad;
+  snprintf (buf, len, PREFIX "%s", key);
+  return 0;
+ bad:
+  errno = EINVAL;
+  return -1;
+}
+
+int
+gm_registry_publish (const char *key, const char *value)
+{
+  char name[64], *v;
+  int r;
+
+  if (var_name (key, name, sizeof name) == -1)
+    return -1;
+  if (asprintf (&v, "%ld:%s", (long) getpid (), value) == -1)
+    return -1;
+  r = setenv (name, v, 1);
+  free (v);
+  return r;
+}
+
+char *
+gm_registry_lookup (const char *key)
+{
+  char name[64], *end;
+  const char *v;
+  long pid;
+
+  if (var_name (key, name, sizeof name) == -1 || (v = getenv (name)) == NULL)
+    return NULL;
+  errno = 0;
+  pid = strtol (v, &end, 10);
+  if (errno || end == v || *end != ':' || pid != (long) getpid ())
+    return NULL;
+  return strdup (end + 1);
+}

@@ -1,0 +1,32 @@
+/* gmblock: a small registry shared by the modules of one nbdkit process.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * The plugin and each filter are separate shared objects, each with
+ * its own static copy of common/, so a variable cannot carry anything
+ * between them.  The registry uses the one thing they share: the
+ * process environment.  An entry is the variable GMBLOCK_REG_<KEY>
+ * holding "<pid>:<value>"; a lookup ignores entries published by
+ * another process (an nbdkit started from a --run command of another
+ * one inherits its environment), and the entries stay in nbdkit's
+ * children, harmlessly.
+ *
+ * Publish from .config_complete or .get_ready only: nbdkit is still
+ * single-threaded there, and setenv is not thread-safe.  A filter
+ * reads an entry in its .config_complete after calling next(), which
+ * has run the plugin's .config_complete.
+ */
+#ifndef GMBLOCK_REGISTRY_H
+#define GMBLOCK_REGISTRY_H
+
+/* Keys (letters, digits and '_'). */
+#define GM_REG_SERVED_FILE "SERVED_FILE" /* absolute path gmblock serves */
+
+/* Returns 0, or -1 with errno set (EINVAL for a bad key). */
+int gm_registry_publish (const char *key, const char *value);
+
+/* The value published by this process, malloc'd (the caller frees
+ * it), or NULL when there is none (or no memory).
+ */
+char *gm_registry_lookup (const char *key);
+
+#endif /* GMBLOCK_REGISTRY_H */
