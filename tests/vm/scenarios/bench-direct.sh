@@ -1,7 +1,8 @@
 # Benchmark (bench/direct/lab-dma runs it; not part of make check): the
 # host-memory pool against p2pmem on the switch topology, per request
 # size. For each size and buffer, interleaved, RUNS times: a fresh
-# gmblock reads LAB_BENCH_MIB of the source NVMe with nbdcopy (one
+# gmblock serves the whole source namespace (its first LAB_BENCH_MIB MiB
+# random) and nbdcopy reads it (one
 # connection, that request size) to null:; recorded per run: wall time,
 # the server's CPU time (utime+stime), its dma_ops/dma_ns counters (mean
 # O_DIRECT completion time) and copies. TCG emulates both NVMe devices
