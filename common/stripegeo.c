@@ -1,0 +1,246 @@
+/* gmblock: RAID stripe geometry (see stripegeo.h).
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "stripegeo.h"
+
+/* One line of dir/rel without its newline.  Returns 0 or -1. */
+static int
+read_str (const char *dir, const char *rel, char *buf, size_t len)
+{
+  char path[PATH_MAX];
+  FILE *fp;
+  bool ok;
+
+  snprintf (path, sizeof path, "%s/%s", dir, rel);
+  if ((fp = fopen (path, "r")) == NULL)
+    return -1;
+  ok = fgets (buf, len, fp) != NULL;
+  fclose (fp);
+  if (!ok)
+    return -1;
+  buf[strcspn (buf, "\n")] = '\0';
+  return 0;
+}
+
+static int
+read_u64 (const char *dir, const char *rel, uint64_t *v)
+{
+  char buf[64], *end;
+
+  if (read_str (dir, rel, buf, sizeof buf) == -1)
+    return -1;
+  errno = 0;
+  *v = strtoull (buf, &end, 10);
+  return errno || end == buf || *end || buf[0] == '-' ? -1 : 0;
+}
+
+int
+gm_stripe_from_md (const char *level, uint64_t chunk, const char *raid_disks,
+                   long layout, struct gm_stripe *s, char *why, size_t whylen)
+{
+  unsigned long n;
+  unsigned parity = 0, min_disks = 1, data;
+  char *end;
+
+  if (strcmp (level, "raid0") == 0)
+    ;
+  else if (strcmp (level, "raid4") == 0 || strcmp (level, "raid5") == 0)
+    parity = 1, min_disks = 2;
+  else if (strcmp (level, "raid6") == 0)
+    parity = 2, min_disks = 4;
+  else if (strcmp (level, "raid10") == 0)
+    min_disks = 2;
+  else {
+    snprintf (why, whylen, "md level %s does not stripe%s", level,
+              strcmp (level, "raid1") == 0 ? " (mirrors)" :
+              strcmp (level, "linear") == 0 ? " (a concatenation)" : "");
+    return 0;
+  }
+
+  errno = 0;
+  n = strtoul (raid_disks, &end, 10);
+  if (errno == 0 && end != raid_disks && *end == ' ') {
+    /* md prints "N (OLD)" while a reshape changes the member count. */
+    snprintf (why, whylen, "%s: a reshape is in progress (raid_disks %s)",
+              level, raid_disks);
+    return -1;
+  }
+  if (errno || end == raid_disks || *end || n < min_disks || n > 4096) {
+    snprintf (why, whylen, "%s: raid_disks '%s' (expected at least %u)",
+              level, raid_disks, min_disks);
+    return -1;
+  }
+  if (chunk == 0 || chunk % 512) {
+    snprintf (why, whylen, "%s: chunk_size %" PRIu64
+              " (expected a multiple of 512)", level, chunk);
+    return -1;
+  }
+  data = n - parity;
+  if (strcmp (level, "raid10") == 0) {
+    /* As md's raid10_nr_stripes: near copies share a stripe, far and
+     * offset copies do not make it narrower.
+     */
+    unsigned near = layout & 0xff, far = (layout >> 8) & 0xff;
+    if (layout < 0 || near < 1 || far < 1) {
+      snprintf (why, whylen, "raid10: layout %ld unknown", layout);
+      return -1;
+    }
+    data = n % near ? n : n / near;
+  }
+  s->chunk = chunk;
+  s->data_disks = data;
+  s->parity = parity;
+  s->parity_known = true;
+  s->offset = 0;
+  return 1;
+}
+
+int
+gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
+                         uint64_t physical_block, struct gm_stripe *s)
+{
+  if (physical_block == 0)
+    physical_block = 512;
+  if (io_min <= physical_block || io_min % 512 || io_opt < 2 * io_min ||
+      io_opt % io_min || io_opt / io_min > 4096)
+    return 0;
+  s->chunk = io_min;
+  s->data_disks = io_opt / io_min;
+  s->parity = 0;
+  s->parity_known = false;      /* the hints do not say */
+  s->offset = 0;
+  return 1;
+}
+
+static int resolve (const char *root, unsigned maj, unsigned min, int depth,
+                    struct gm_stripe *s, char *why, size_t whylen);
+
+static int
+from_md_dir (const char *dir, const char *name, struct gm_stripe *s,
+             char *why, size_t whylen)
+{
+  char level[32], disks[32], rp[64], w[160];
+  uint64_t chunk = 0, layout;
+  int r;
+
+  if (read_str (dir, "md/reshape_position", rp, sizeof rp) == 0 &&
+      strcmp (rp, "none") != 0) {
+    snprintf (why, whylen, "%s: a reshape is in progress (reshape_position "
+              "%s): the geometry is changing", name, rp);
+    return -1;
+  }
+  if (read_str (dir, "md/level", level, sizeof level) == -1 ||
+      read_str (dir, "md/raid_disks", disks, sizeof disks) == -1) {
+    snprintf (why, whylen, "%s: md/level or md/raid_disks unreadable", name);
+    return -1;
+  }
+  read_u64 (dir, "md/chunk_size", &chunk);
+  r = gm_stripe_from_md (level, chunk, disks,
+                         read_u64 (dir, "md/layout", &layout) == 0 &&
+                         layout <= LONG_MAX ? (long) layout : -1,
+                         s, w, sizeof w);
+  if (r != 1)
+    snprintf (why, whylen, "%s: %s", name, w);
+  else
+    snprintf (s->source, sizeof s->source, "%.63s %.31s", name, level);
+  return r;
+}
+
+/* The device directory for MAJ:MIN, its name and, for a partition,
+ * the parent's directory with *part_start set.
+ */
+static int
+device_dir (const char *root, unsigned maj, unsigned min, char *dir,
+            char *name, size_t namelen, uint64_t *part_start)
+{
+  char link[PATH_MAX];
+  uint64_t start;
+
+  snprintf (link, sizeof link, "%s/dev/block/%u:%u", root, maj, min);
+  if (realpath (link, dir) == NULL)
+    return -1;
+  snprintf (name, namelen, "%s", strrchr (dir, '/') + 1);
+  *part_start = 0;
+  if (access (strcat (strcpy (link, dir), "/partition"), F_OK) == 0) {
+    if (read_u64 (dir, "start", &start) == 0)
+      *part_start = start * 512;
+    *strrchr (dir, '/') = '\0';
+  }
+  return 0;
+}
+
+static int
+resolve (const char *root, unsigned maj, unsigned min, int depth,
+         struct gm_stripe *s, char *why, size_t whylen)
+{
+  char dir[PATH_MAX], name[64], backing[PATH_MAX];
+  uint64_t part_start, io_min = 0, io_opt = 0, pbs = 0;
+  struct stat st;
+
+  if (device_dir (root, maj, min, dir, name, sizeof name, &part_start) == -1) {
+    snprintf (why, whylen, "%u:%u is not a block device in %s/dev/block "
+              "(tmpfs, overlay or a network file system)", maj, min, root);
+    return 0;
+  }
+  if (access (strcat (strcpy (backing, dir), "/md/level"), F_OK) == 0) {
+    int r = from_md_dir (dir, name, s, why, whylen);
+    s->offset = part_start;
+    return r;
+  }
+  if (read_str (dir, "loop/backing_file", backing, sizeof backing) == 0) {
+    char inner[sizeof s->source];
+    int r;
+
+    if (depth > 0 || stat (backing, &st) == -1) {
+      snprintf (why, whylen, "%s: backing file %s: %s", name, backing,
+                depth > 0 ? "too deeply nested" : strerror (errno));
+      return 0;
+    }
+    r = S_ISBLK (st.st_mode)
+      ? resolve (root, major (st.st_rdev), minor (st.st_rdev), 1, s, why, whylen)
+      : resolve (root, major (st.st_dev), minor (st.st_dev), 1, s, why, whylen);
+    if (r == 1) {
+      snprintf (inner, sizeof inner, "%s", s->source);
+      snprintf (s->source, sizeof s->source, "%.31s over %.120s", name, inner);
+    }
+    return r;
+  }
+  read_u64 (dir, "queue/minimum_io_size", &io_min);
+  read_u64 (dir, "queue/optimal_io_size", &io_opt);
+  read_u64 (dir, "queue/physical_block_size", &pbs);
+  if (gm_stripe_from_io_hints (io_min, io_opt, pbs, s)) {
+    snprintf (s->source, sizeof s->source, "%s io_min/io_opt", name);
+    s->offset = part_start;
+    return 1;
+  }
+  snprintf (why, whylen, "%s (%u:%u) is not a RAID: no md/, io_min %" PRIu64
+            ", io_opt %" PRIu64, name, maj, min, io_min, io_opt);
+  return 0;
+}
+
+int
+gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
+                  char *why, size_t whylen)
+{
+  struct stat st;
+  dev_t d;
+
+  if (stat (path, &st) == -1) {
+    snprintf (why, whylen, "%s: %s", path, strerror (errno));
+    return -1;
+  }
+  d = S_ISBLK (st.st_mode) ? st.st_rdev : st.st_dev;
+  return resolve (sysroot ? sysroot : "/sys", major (d), minor (d), 0,
+                  s, why, whylen);
+}

@@ -1,0 +1,59 @@
+/* gmblock: RAID stripe geometry of the storage under a file.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * From md's sysfs (md/level, chunk_size, raid_disks, layout) for md
+ * arrays, partitions of them and loop devices over them; otherwise
+ * from the queue's minimum_io_size and optimal_io_size (BLKIOMIN and
+ * BLKIOOPT: what dm-stripe and most hardware RAID export).  Every
+ * sysfs path is read under a root that stands for /sys, so the tests
+ * can use fake trees (tests/fake-sysfs.py).
+ */
+#ifndef GMBLOCK_STRIPEGEO_H
+#define GMBLOCK_STRIPEGEO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct gm_stripe {
+  uint64_t chunk;               /* bytes per member per stripe */
+  unsigned data_disks;          /* members holding distinct data */
+  unsigned parity;              /* 0, 1 (RAID4/5) or 2 (RAID6) */
+  bool parity_known;            /* false from io_min/io_opt */
+  uint64_t offset;              /* where the device starts in the array,
+                                 * bytes (a partition's start), else 0 */
+  char source[160];             /* where it came from, for messages */
+};
+
+/* Bytes of data in one full stripe. */
+static inline uint64_t
+gm_stripe_width (const struct gm_stripe *s)
+{
+  return s->chunk * s->data_disks;
+}
+
+/* Geometry of an md array from its sysfs values; layout is -1 when
+ * unknown.  Returns 1 (striped: *s set, source left alone), 0 (a level
+ * that does not stripe: raid1, linear...) or -1 (inconsistent values,
+ * a reshape, a layout we cannot read); why says which.
+ */
+int gm_stripe_from_md (const char *level, uint64_t chunk,
+                       const char *raid_disks, long layout,
+                       struct gm_stripe *s, char *why, size_t whylen);
+
+/* Geometry from BLKIOMIN/BLKIOOPT: striped when io_min is larger than
+ * a physical block and io_opt is at least two whole io_min.  Returns
+ * 1 or 0.
+ */
+int gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
+                             uint64_t physical_block, struct gm_stripe *s);
+
+/* The geometry under 'path' (a block device: its own; a regular file:
+ * its file system's device), with sysroot standing for /sys (NULL =
+ * "/sys").  Returns 1 (found: *s set), 0 (no striping: why says what
+ * was found) or -1 (path or sysfs unreadable: why).
+ */
+int gm_stripe_detect (const char *sysroot, const char *path,
+                      struct gm_stripe *s, char *why, size_t whylen);
+
+#endif /* GMBLOCK_STRIPEGEO_H */

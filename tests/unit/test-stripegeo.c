@@ -1,0 +1,201 @@
+/* Unit tests for common/stripegeo.c: md levels and layouts, io hints,
+ * and detection in a small fake sysfs tree (md, a partition of it, a
+ * loop device over a file on it, a reshape, a plain disk).
+ */
+#include <stdlib.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include "stripegeo.h"
+#include "unit.h"
+
+static char why[512];
+
+static int
+md (const char *level, uint64_t chunk, const char *disks, long layout,
+    struct gm_stripe *s)
+{
+  memset (s, 0xaa, sizeof *s);
+  why[0] = '\0';
+  return gm_stripe_from_md (level, chunk, disks, layout, s, why, sizeof why);
+}
+
+static void
+levels (void)
+{
+  struct gm_stripe s;
+
+  CHECK (md ("raid0", 65536, "4", -1, &s) == 1);
+  CHECK_EQ_U64 (s.chunk, 65536);
+  CHECK_EQ_U64 (s.data_disks, 4);
+  CHECK_EQ_U64 (s.parity, 0);
+  CHECK (s.parity_known);
+  CHECK_EQ_U64 (gm_stripe_width (&s), 262144);
+  CHECK (md ("raid5", 524288, "4", 2, &s) == 1);
+  CHECK_EQ_U64 (s.data_disks, 3);
+  CHECK_EQ_U64 (s.parity, 1);
+  CHECK (md ("raid4", 65536, "5", 0, &s) == 1 && s.data_disks == 4);
+  CHECK (md ("raid6", 65536, "6", 2, &s) == 1);
+  CHECK_EQ_U64 (s.data_disks, 4);
+  CHECK_EQ_U64 (s.parity, 2);
+  /* raid10: near copies narrow the stripe (4 disks n2: 2), unless they
+   * do not divide the members (3 disks n2: md says 3); far copies and
+   * offset layouts do not (as md's raid10_nr_stripes).
+   */
+  CHECK (md ("raid10", 65536, "4", 0x102, &s) == 1 && s.data_disks == 2);
+  CHECK (md ("raid10", 65536, "3", 0x102, &s) == 1 && s.data_disks == 3);
+  CHECK (md ("raid10", 65536, "4", 0x201, &s) == 1 && s.data_disks == 4);
+  CHECK (md ("raid10", 65536, "4", 0x10201, &s) == 1 && s.data_disks == 4);
+  CHECK (md ("raid10", 65536, "4", -1, &s) == -1 && strstr (why, "layout"));
+
+  CHECK (md ("raid1", 0, "2", 0, &s) == 0 && strstr (why, "mirrors"));
+  CHECK (md ("linear", 0, "2", 0, &s) == 0 && strstr (why, "concatenation"));
+  CHECK (md ("", 0, "0", 0, &s) == 0);
+
+  /* Impossible or changing geometries. */
+  CHECK (md ("raid5", 65536, "4 (3)", 2, &s) == -1 && strstr (why, "reshape"));
+  CHECK (md ("raid6", 65536, "3", 2, &s) == -1 && strstr (why, "at least 4"));
+  CHECK (md ("raid5", 65536, "1", 2, &s) == -1);
+  CHECK (md ("raid0", 65536, "x", 0, &s) == -1);
+  CHECK (md ("raid0", 0, "2", 0, &s) == -1 && strstr (why, "chunk_size"));
+  CHECK (md ("raid0", 1000, "2", 0, &s) == -1 && strstr (why, "512"));
+}
+
+static void
+hints (void)
+{
+  struct gm_stripe s;
+
+  CHECK (gm_stripe_from_io_hints (65536, 262144, 512, &s) == 1);
+  CHECK_EQ_U64 (s.chunk, 65536);
+  CHECK_EQ_U64 (s.data_disks, 4);
+  CHECK (!s.parity_known);
+  CHECK (gm_stripe_from_io_hints (65536, 196608, 4096, &s) == 1 && s.data_disks == 3);
+  /* A plain disk: io_min is its physical block, or io_opt says nothing. */
+  CHECK (gm_stripe_from_io_hints (4096, 131072, 4096, &s) == 0);
+  CHECK (gm_stripe_from_io_hints (512, 0, 512, &s) == 0);
+  CHECK (gm_stripe_from_io_hints (65536, 65536, 512, &s) == 0);
+  CHECK (gm_stripe_from_io_hints (65536, 100000, 512, &s) == 0);
+}
+
+/* A fake /sys under dir. */
+static char root[256];
+
+static void
+put (const char *rel, const char *text)
+{
+  char path[512], cmd[1024];
+  FILE *fp;
+
+  snprintf (path, sizeof path, "%s/%s", root, rel);
+  snprintf (cmd, sizeof cmd, "mkdir -p \"$(dirname '%s')\"", path);
+  CHECK (system (cmd) == 0);
+  CHECK ((fp = fopen (path, "w")) != NULL);
+  fprintf (fp, "%s\n", text);
+  fclose (fp);
+}
+
+static void
+link_dev (const char *devno, const char *target)
+{
+  char path[512];
+
+  snprintf (path, sizeof path, "%s/dev/block/%s", root, devno);
+  unlink (path);
+  CHECK (symlink (target, path) == 0);
+}
+
+static int
+detect (const char *path, struct gm_stripe *s)
+{
+  memset (s, 0, sizeof *s);
+  why[0] = '\0';
+  return gm_stripe_detect (root, path, s, why, sizeof why);
+}
+
+static void
+tree (void)
+{
+  char file[512], devno[64], text[600];
+  struct gm_stripe s;
+  struct stat st;
+
+  snprintf (root, sizeof root, "/var/tmp/test-stripegeo.XXXXXX");
+  CHECK (mkdtemp (root) != NULL);
+  snprintf (file, sizeof file, "%s/data", root);
+  put ("data", "x");
+  put ("dev/block/.keep", "");
+  CHECK (stat (file, &st) == 0);
+  snprintf (devno, sizeof devno, "%u:%u", major (st.st_dev), minor (st.st_dev));
+
+  put ("devices/virtual/block/md0/md/level", "raid5");
+  put ("devices/virtual/block/md0/md/chunk_size", "65536");
+  put ("devices/virtual/block/md0/md/raid_disks", "4");
+  put ("devices/virtual/block/md0/md/layout", "2");
+  put ("devices/virtual/block/md0/md/reshape_position", "none");
+  put ("devices/virtual/block/md0/md0p1/partition", "1");
+  put ("devices/virtual/block/md0/md0p1/start", "2048");
+  put ("devices/virtual/block/loop0/loop/backing_file", file);
+  put ("devices/sda/queue/minimum_io_size", "512");
+  put ("devices/sda/queue/optimal_io_size", "0");
+  put ("devices/sda/queue/physical_block_size", "512");
+  put ("devices/dm0/queue/minimum_io_size", "131072");
+  put ("devices/dm0/queue/optimal_io_size", "524288");
+  put ("devices/dm0/queue/physical_block_size", "4096");
+
+  /* The file's own device is md0: */
+  link_dev (devno, "../../devices/virtual/block/md0");
+  CHECK (detect (file, &s) == 1);
+  CHECK (s.chunk == 65536 && s.data_disks == 3 && s.parity == 1);
+  CHECK_EQ_U64 (s.offset, 0);
+  CHECK (strcmp (s.source, "md0 raid5") == 0);
+
+  /* ... a partition of md0, 1 MiB in: */
+  link_dev (devno, "../../devices/virtual/block/md0/md0p1");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3);
+  CHECK_EQ_U64 (s.offset, 1048576);
+
+  /* ... a plain disk, and dm-stripe's io hints: */
+  link_dev (devno, "../../devices/sda");
+  CHECK (detect (file, &s) == 0 && strstr (why, "not a RAID"));
+  link_dev (devno, "../../devices/dm0");
+  CHECK (detect (file, &s) == 1 && s.chunk == 131072 && s.data_disks == 4);
+  CHECK (strcmp (s.source, "dm0 io_min/io_opt") == 0);
+
+  /* ... a loop device whose backing file lives on md0 (a device node
+   * 7:0 stands for the loop device; mknod needs CAP_MKNOD).
+   */
+  link_dev (devno, "../../devices/virtual/block/md0");
+  link_dev ("7:0", "../../devices/virtual/block/loop0");
+  snprintf (text, sizeof text, "%s/loop0", root);
+  if (mknod (text, S_IFBLK | 0600, makedev (7, 0)) == 0) {
+    CHECK (detect (text, &s) == 1 && s.data_disks == 3);
+    CHECK (strcmp (s.source, "loop0 over md0 raid5") == 0);
+    /* A loop device over a loop device is not followed. */
+    put ("devices/virtual/block/loop0/loop/backing_file", text);
+    CHECK (detect (text, &s) == 0 && strstr (why, "nested"));
+  }
+  else
+    printf ("loop case not checked: mknod: %m\n");
+
+  /* A reshape, and no device at all. */
+  put ("devices/virtual/block/md0/md/reshape_position", "1024");
+  CHECK (detect (file, &s) == -1 && strstr (why, "reshape"));
+  put ("devices/virtual/block/md0/md/reshape_position", "none");
+  link_dev (devno, "../../nowhere");
+  CHECK (detect (file, &s) == 0 && strstr (why, "not a block device"));
+  CHECK (detect ("/nonexistent/file", &s) == -1);
+
+  snprintf (text, sizeof text, "rm -rf '%s'", root);
+  CHECK (system (text) == 0);
+}
+
+int
+main (void)
+{
+  levels ();
+  hints ();
+  tree ();
+  UNIT_DONE ();
+}
