@@ -39,7 +39,13 @@ FUZZ_BIN   := $(patsubst %.c,$(B)/%,$(wildcard tests/fuzz/fuzz-*.c))
 
 FILTER_SO  := $(foreach f,$(FILTERS),$(B)/filters/$(f)/nbdkit-gmblock-$(f)-filter.so)
 
-MODULES    := $(PLUGIN_SO) $(FILTER_SO)
+# The RDMA transport (docs/rdma-design.md): the gmblock-rdma filter
+# (server side, filters/rdma) and bridge plugin; only they link verbs.
+RDMA_LIBS  := -libverbs -lrdmacm
+BRIDGE_OBJ := $(patsubst %.c,$(B)/%.o,$(wildcard plugins/gmblock-rdma/*.c))
+BRIDGE_SO  := $(B)/plugins/gmblock-rdma/nbdkit-gmblock-rdma-plugin.so
+
+MODULES    := $(PLUGIN_SO) $(BRIDGE_SO) $(FILTER_SO)
 
 .PHONY: all deps serve check check-unit check-integration check-sanitize \
         install uninstall clean fuzz
@@ -57,6 +63,10 @@ $(COMMON_LIB): $(COMMON_OBJ)
 
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS) -lpci
+
+$(BRIDGE_SO): $(BRIDGE_OBJ) $(COMMON_LIB)
+	$(CC) $(ALL_CFLAGS) -shared -o $@ $(BRIDGE_OBJ) $(COMMON_LIB) $(RDMA_LIBS) -lpthread
+$(B)/filters/rdma/nbdkit-gmblock-rdma-filter.so: LIBS += $(RDMA_LIBS)
 
 # The user command that shows the PCI topology (common/topology.c).
 $(TOPOLOGY): plugins/gmblock/cmd/gmblock-topology.c $(COMMON_LIB)
@@ -121,18 +131,18 @@ check-sanitize:
 
 install: $(MODULES) $(TOPOLOGY)
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)
-	install -m 755 $(PLUGIN_SO) $(DESTDIR)$(PLUGINDIR)/
+	install -m 755 $(PLUGIN_SO) $(BRIDGE_SO) $(DESTDIR)$(PLUGINDIR)/
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 $(TOPOLOGY) $(DESTDIR)$(BINDIR)/
 	$(if $(FILTER_SO),install -m 755 $(FILTER_SO) $(DESTDIR)$(FILTERDIR)/)
 
 uninstall:
-	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so
+	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-rdma-plugin.so
 	rm -f $(DESTDIR)$(BINDIR)/gmblock-topology
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
-	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN)
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN)
 	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
 	rm -rf .build-sanitize
 

@@ -521,3 +521,55 @@ except OSError as e:
 print("1 MiB %s -> p2pmem -> %s by P2P DMA, byte for byte" % (disk, disk))
 PY
 }
+
+# ---- Soft-RoCE, for the rdma-* scenarios.
+
+# rxe_pair: a veth pair between the root namespace (gmr0, 10.77.0.1,
+# soft-RoCE device rxe0) and the network namespace "cli" (gmr1,
+# 10.77.0.2, rxe1). RDMA servers listen on 10.77.0.1 and, for now,
+# clients run in the root namespace too (rxe0 loops the traffic back):
+# on 6.1 RDMA CM does not resolve 10.77.0.1 from inside "cli" (rping
+# -c from there times out too), though ping does. rxe does not work on
+# lo, hence the pair.
+rxe_pair() {
+    case $(uname -r) in 6.1.*|6.12.*) load crc32_generic ;; esac
+    load veth rdma_rxe ib_uverbs rdma_ucm
+    step "veth pair gmr0 (10.77.0.1) <-> cli:gmr1 (10.77.0.2), soft-RoCE on both"
+    must ip netns add cli
+    must ip link add gmr0 type veth peer name gmr1
+    must ip link set gmr1 netns cli
+    must ip addr add 10.77.0.1/24 dev gmr0
+    must ip link set gmr0 up
+    must ip netns exec cli ip addr add 10.77.0.2/24 dev gmr1
+    must ip netns exec cli ip link set gmr1 up
+    must ip netns exec cli ip link set lo up
+    must rdma link add rxe0 type rxe netdev gmr0
+    must ip netns exec cli rdma link add rxe1 type rxe netdev gmr1
+    rdma link
+    ibv_devices
+    [ "$(ibv_devices | grep -c rxe)" = 2 ] || fail "soft-RoCE devices rxe0 and rxe1 not both listed by ibv_devices"
+}
+
+# bridge NAME SERVER: the gmblock-rdma bridge plugin, connected to the RDMA server SERVER, serving it on the Unix socket
+# $LAB_RUN/NAME.sock (counters in $LAB_OUT/NAME.stats, log in
+# NAME.nbdkit.log); stop it with stop NAME.
+bridge() {
+    local name=$1 i
+    rm -f "$LAB_RUN/$name.pid" "$LAB_RUN/$name.sock"
+    step "bridge $name: gmblock-rdma server=$2 on $LAB_RUN/$name.sock"
+    "$LAB_REPO/nbdkit" -f -P "$LAB_RUN/$name.pid" -U "$LAB_RUN/$name.sock" \
+        gmblock-rdma server="$2" stats="$LAB_OUT/$name.stats" \
+        >>"$LAB_OUT/$name.nbdkit.log" 2>&1 &
+    for i in $(seq 100); do
+        [ -s "$LAB_RUN/$name.pid" ] && return 0
+        kill -0 $! 2>/dev/null || break
+        sleep 0.2
+    done
+    fail "bridge $name did not start (see $name.nbdkit.log)"
+}
+
+# rdma_counter NAME COUNTER: a counter of the gmblock-rdma filter or
+# bridge of NAME (its FILE of rdma-stats= or stats=), once it stopped.
+rdma_counter() {
+    sed -n "s/^gmblock-rdma\.$2 //p" "$LAB_OUT/$1" 2>/dev/null
+}

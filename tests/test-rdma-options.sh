@@ -1,0 +1,40 @@
+#!/bin/bash
+# gmblock-rdma (filter and bridge plugin): bad options are refused at
+# start-up with a message naming the value and what is accepted; a
+# server asked for rdma= on a host without an RDMA device refuses to
+# start and says so, and so does the bridge. The transport itself runs in
+# the lab (tests/vm/scenarios/rdma-*.sh): the host has no RDMA device.
+. "$(dirname "$0")/functions.sh"
+require nbdkit nbdinfo
+cd "$T"
+
+f=(--filter=gmblock-rdma memory 1M)
+start_fails no_addr 'rdma=ADDR\[:PORT\] is required' -- "${f[@]}"
+start_fails port_big 'rdma=1.2.3.4:65536' 'not a number from 1 to 65535' -- "${f[@]}" rdma=1.2.3.4:65536
+start_fails port_zero 'rdma=1.2.3.4:0' 'port' -- "${f[@]}" rdma=1.2.3.4:0
+start_fails port_word 'rdma=host:http' 'not a number' -- "${f[@]}" rdma=host:http
+start_fails no_host 'rdma=:10810' 'no host' -- "${f[@]}" rdma=:10810
+start_fails v6_bare 'rdma=fe80::1' 'needs brackets' -- "${f[@]}" rdma=fe80::1
+start_fails v6_open 'rdma=\[fe80::1' 'unbalanced' -- "${f[@]}" 'rdma=[fe80::1'
+start_fails pool_small 'rdma-pool=64K' 'from 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=64K
+start_fails pool_word 'rdma-pool=lots' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=lots
+
+truncate -s 1M "$T/disk.img"
+if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
+    start_fails no_device 'no RDMA device on this host' 'rdma link add' -- \
+        "${f[@]}" rdma=127.0.0.1
+    start_fails no_device_gmblock 'no RDMA device' -- \
+        --filter=gmblock-rdma gmblock file="$T/disk.img" rdma=127.0.0.1:10811
+else
+    info "this host has RDMA devices: the no-device refusal is not tested"
+fi
+
+b=(gmblock-rdma)
+start_fails no_server 'server=HOST\[:PORT\] is required' -- "${b[@]}"
+start_fails server_port 'server=h:70000' '1 to 65535' -- "${b[@]}" server=h:70000
+start_fails server_unknown "unknown parameter 'file'" -- "${b[@]}" server=h file=x
+
+if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
+    start_fails bridge_no_device 'server=10.0.0.1:10810: no RDMA device on this host' -- \
+        "${b[@]}" server=10.0.0.1
+fi
