@@ -51,7 +51,7 @@ MODULES    := $(PLUGIN_SO) $(BRIDGE_SO) $(FILTER_SO)
         install uninstall clean fuzz
 .DELETE_ON_ERROR:
 
-all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN)
+all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient
 
 $(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h filters/*/*.h)
 	@mkdir -p $(@D)
@@ -67,6 +67,10 @@ $(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
 $(BRIDGE_SO): $(BRIDGE_OBJ) $(COMMON_LIB)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $(BRIDGE_OBJ) $(COMMON_LIB) $(RDMA_LIBS) -lpthread
 $(B)/filters/rdma/nbdkit-gmblock-rdma-filter.so: LIBS += $(RDMA_LIBS)
+# A misbehaving RDMA client for the lab (tests/vm/scenarios/rdma-malformed.sh).
+$(B)/tests/rdma-badclient: tests/rdma-badclient.c $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(RDMA_LIBS)
 
 # The user command that shows the PCI topology (common/topology.c).
 $(TOPOLOGY): plugins/gmblock/cmd/gmblock-topology.c $(COMMON_LIB)
@@ -142,7 +146,7 @@ uninstall:
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
-	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN)
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient
 	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
 	rm -rf .build-sanitize
 

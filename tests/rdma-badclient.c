@@ -1,0 +1,277 @@
+/* rdma-badclient: a raw client of the gmblock RDMA protocol that
+ * misbehaves on purpose, for the lab scenario rdma-malformed.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ *   rdma-badclient HOST PORT CASE
+ *
+ * CASE and what the server must do (exit 0 if it did, 1 if not):
+ *   bad-hello    a hello with a wrong magic: rejected, error EINVAL
+ *   short-send   a 7-byte SEND: drops the client (DISCONNECTED)
+ *   bad-op       opcode 9: drops the client
+ *   bad-reserved a request with its reserved byte set: drops the client
+ *   bad-rkey     a READ whose rkey is not ours: drops the client
+ *   past-end     a READ past the end of the export: error reply EINVAL,
+ *                and then a valid READ on the same connection succeeds
+ */
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "rdmaaddr.h"
+#include "rdmaproto.h"
+
+#define BUF (1u << 20)
+
+static struct rdma_event_channel *ch;
+static struct rdma_cm_id *id;
+static struct ibv_pd *pd;
+static struct ibv_comp_channel *cc;
+static struct ibv_cq *cq;
+static struct ibv_mr *mr;
+static uint8_t *mem;            /* [0, 64): messages; [4096, 4096+BUF): data */
+static struct gm_rp_conn rp;
+
+static void
+die (const char *what)
+{
+  fprintf (stderr, "rdma-badclient: %s: %m\n", what);
+  exit (1);
+}
+
+/* The next CM event within ms; returns its type (acked), or -1. */
+static int
+cm_next (int ms, struct gm_rp_welcome *refusal)
+{
+  struct pollfd p = { .fd = ch->fd, .events = POLLIN };
+  struct rdma_cm_event *ev;
+  int t;
+
+  if (poll (&p, 1, ms) <= 0 || rdma_get_cm_event (ch, &ev))
+    return -1;
+  t = ev->event;
+  if (refusal && (t == RDMA_CM_EVENT_REJECTED || t == RDMA_CM_EVENT_ESTABLISHED)) {
+    char why[128];
+    memset (refusal, 0, sizeof *refusal);
+    if (ev->param.conn.private_data_len &&
+        gm_rp_decode_welcome (ev->param.conn.private_data,
+                              ev->param.conn.private_data_len, refusal,
+                              why, sizeof why) == -1)
+      fprintf (stderr, "rdma-badclient: undecodable welcome: %s\n", why);
+    if (t == RDMA_CM_EVENT_ESTABLISHED &&
+        gm_rp_conn_take_welcome (&rp, ev->param.conn.private_data,
+                                 ev->param.conn.private_data_len,
+                                 why, sizeof why) == -1) {
+      fprintf (stderr, "rdma-badclient: bad welcome: %s\n", why);
+      exit (1);
+    }
+  }
+  rdma_ack_cm_event (ev);
+  return t;
+}
+
+static void
+post_recv (void)
+{
+  struct ibv_sge sge = { .addr = (uintptr_t) mem + 48, .length = 16,
+                         .lkey = mr->lkey };
+  struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+  if (ibv_post_recv (id->qp, &wr, &bad))
+    die ("ibv_post_recv");
+}
+
+static void
+send_raw (uint32_t len)
+{
+  struct ibv_sge sge = { .addr = (uintptr_t) mem, .length = len,
+                         .lkey = mr->lkey };
+  struct ibv_send_wr wr = { .sg_list = &sge, .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED }, *bad;
+  if (ibv_post_send (id->qp, &wr, &bad))
+    die ("ibv_post_send");
+}
+
+/* Wait for the SEND and the reply (2 completions).  0: got the reply in
+ * mem+48; -1: the connection broke or 10 s passed.
+ */
+static int
+await_reply (void)
+{
+  for (int n = 0; n < 2;) {
+    struct ibv_wc wc;
+    int r = gm_rdma_cq_wait (cq, cc, &wc, ch->fd, 10000);
+    if (r != 1)
+      return -1;
+    if (wc.status != IBV_WC_SUCCESS)
+      return -1;
+    n++;
+  }
+  return 0;
+}
+
+static struct gm_rp_request
+read_req (uint64_t handle, uint64_t offset, uint32_t len)
+{
+  struct gm_rp_request r = { .op = GM_RP_READ, .length = len,
+                             .handle = handle, .offset = offset,
+                             .addr = (uintptr_t) mem + 4096,
+                             .rkey = mr->rkey, .buf_len = BUF };
+  return r;
+}
+
+/* A request the server must drop us for. */
+static int
+expect_drop (const char *what)
+{
+  send_raw (GM_RP_REQUEST_SIZE);
+  for (int i = 0; i < 20; i++) {
+    int t = cm_next (1000, NULL);
+    if (t == RDMA_CM_EVENT_DISCONNECTED) {
+      printf ("%s: the server dropped the client, as it must\n", what);
+      return 0;
+    }
+  }
+  printf ("%s: the server did not drop the client within 20 s\n", what);
+  return 1;
+}
+
+int
+main (int argc, char **argv)
+{
+  struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai;
+  struct ibv_qp_init_attr qa = { .qp_type = IBV_QPT_RC };
+  struct rdma_conn_param cp = { .responder_resources = 1,
+                                .initiator_depth = 1, .retry_count = 7,
+                                .rnr_retry_count = 7 };
+  struct gm_rp_hello hello;
+  struct gm_rp_welcome w;
+  struct gm_rp_request r;
+  struct gm_rp_reply rep;
+  uint8_t hmsg[GM_RP_HELLO_SIZE];
+  char why[128];
+  const char *c;
+
+  if (argc != 4) {
+    fprintf (stderr, "usage: rdma-badclient HOST PORT CASE\n");
+    return 2;
+  }
+  c = argv[3];
+  if (getaddrinfo (argv[1], argv[2], &hints, &ai))
+    die ("getaddrinfo");
+  ch = rdma_create_event_channel ();
+  if (ch == NULL || rdma_create_id (ch, &id, NULL, RDMA_PS_TCP))
+    die ("rdma_create_id");
+  if (rdma_resolve_addr (id, NULL, ai->ai_addr, 5000) ||
+      cm_next (5000, NULL) != RDMA_CM_EVENT_ADDR_RESOLVED ||
+      rdma_resolve_route (id, 5000) ||
+      cm_next (5000, NULL) != RDMA_CM_EVENT_ROUTE_RESOLVED)
+    die ("resolve");
+  pd = ibv_alloc_pd (id->verbs);
+  cc = ibv_create_comp_channel (id->verbs);
+  cq = ibv_create_cq (id->verbs, 16, NULL, cc, 0);
+  if (posix_memalign ((void **) &mem, 4096, 4096 + BUF))
+    die ("posix_memalign");
+  memset (mem, 0, 4096 + BUF);
+  mr = ibv_reg_mr (pd, mem, 4096 + BUF, IBV_ACCESS_LOCAL_WRITE |
+                   IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+  if (cq == NULL || mr == NULL)
+    die ("verbs resources");
+  qa.send_cq = qa.recv_cq = cq;
+  qa.cap.max_send_wr = qa.cap.max_recv_wr = 4;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  if (rdma_create_qp (id, pd, &qa))
+    die ("rdma_create_qp");
+  post_recv ();
+  gm_rp_conn_init (&rp, GM_RP_CLIENT);
+  if (gm_rp_conn_hello (&rp, 1, BUF, &hello, why, sizeof why) == -1)
+    return 1;
+  gm_rp_encode_hello (&hello, hmsg);
+  if (strcmp (c, "bad-hello") == 0)
+    hmsg[0] ^= 0xff;
+  cp.private_data = hmsg;
+  cp.private_data_len = sizeof hmsg;
+  if (rdma_connect (id, &cp))
+    die ("rdma_connect");
+  switch (cm_next (5000, &w)) {
+  case RDMA_CM_EVENT_REJECTED:
+    if (strcmp (c, "bad-hello") == 0 && w.error == GM_RP_EINVAL) {
+      printf ("bad-hello: refused with EINVAL: %s\n", w.reason);
+      return 0;
+    }
+    printf ("%s: refused (error %u: %s)\n", c, w.error, w.reason);
+    return 1;
+  case RDMA_CM_EVENT_ESTABLISHED:
+    if (strcmp (c, "bad-hello") == 0) {
+      printf ("bad-hello: the server accepted a bad hello\n");
+      return 1;
+    }
+    break;
+  default:
+    printf ("%s: no answer to the connect request\n", c);
+    return 1;
+  }
+
+  if (strcmp (c, "short-send") == 0) {
+    memset (mem, 0, 8);
+    send_raw (7);
+    for (int i = 0; i < 20; i++)
+      if (cm_next (1000, NULL) == RDMA_CM_EVENT_DISCONNECTED) {
+        printf ("short-send: the server dropped the client, as it must\n");
+        return 0;
+      }
+    printf ("short-send: not dropped\n");
+    return 1;
+  }
+  r = read_req (1, 0, 4096);
+  if (strcmp (c, "bad-op") == 0) {
+    r.op = 9;
+    gm_rp_encode_request (&r, mem);
+    return expect_drop (c);
+  }
+  if (strcmp (c, "bad-reserved") == 0) {
+    gm_rp_encode_request (&r, mem);
+    mem[1] = 1;
+    return expect_drop (c);
+  }
+  if (strcmp (c, "bad-rkey") == 0) {
+    r.rkey ^= 0x5a5a00;
+    gm_rp_encode_request (&r, mem);
+    return expect_drop (c);
+  }
+  if (strcmp (c, "past-end") == 0) {
+    r.offset = rp.lim.size;     /* well formed, but past the end */
+    /* Bypass the client-side checks: they would refuse it locally. */
+    gm_rp_encode_request (&r, mem);
+    send_raw (GM_RP_REQUEST_SIZE);
+    if (await_reply () == -1 ||
+        gm_rp_decode_reply (mem + 48, 16, &rep, why, sizeof why) == -1 ||
+        rep.handle != 1 || rep.error != GM_RP_EINVAL) {
+      printf ("past-end: no EINVAL reply\n");
+      return 1;
+    }
+    post_recv ();
+    r = read_req (2, 0, 4096);
+    if (gm_rp_conn_request_begin (&rp, &r, why, sizeof why)) {
+      printf ("past-end: %s\n", why);
+      return 1;
+    }
+    gm_rp_encode_request (&r, mem);
+    send_raw (GM_RP_REQUEST_SIZE);
+    if (await_reply () == -1 ||
+        gm_rp_conn_take_reply (&rp, mem + 48, 16, &rep, &r, why, sizeof why) ||
+        rep.error) {
+      printf ("past-end: the valid READ after it failed\n");
+      return 1;
+    }
+    printf ("past-end: EINVAL reply, then a valid 4K READ on the same "
+            "connection\n");
+    return 0;
+  }
+  fprintf (stderr, "rdma-badclient: unknown case %s\n", c);
+  return 2;
+}

@@ -1,0 +1,38 @@
+# Misbehaving RDMA clients (issue 10): while the kernel NBD client holds
+# a connection through the gmblock-rdma bridge, tests/rdma-badclient
+# sends a bad hello, a short SEND, an unknown opcode, a nonzero reserved
+# byte, a READ with a foreign rkey (each must drop that client only) and
+# a READ past the end (an EINVAL reply, the connection lives on). The
+# attached client then still reads the image byte for byte, and new
+# bridge connections work.
+# lab-disks: virtio:64M
+# lab-timeout: 300
+. "$LAB_REPO/tests/vm/guest/lib.sh"
+bad=$LAB_REPO/tests/rdma-badclient
+[ -x "$bad" ] || fail "tests/rdma-badclient not built: run make at the top first"
+load virtio_blk nbd
+rxe_pair
+must head -c 32M /dev/urandom >"$LAB_RUN/a.img"
+serve srv 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1 rdma-stats="$LAB_OUT/srv.rdma-stats"
+bridge br 10.77.0.1
+must nbdcopy "$LAB_RUN/a.img" "nbd+unix:///?socket=$LAB_RUN/br.sock"
+attach /dev/nbd0 "$LAB_RUN/br.sock"
+for c in bad-hello short-send bad-op bad-reserved bad-rkey past-end; do
+    step "rdma-badclient $c"
+    timeout 60 "$bad" 10.77.0.1 10810 "$c" || fail "rdma-badclient $c: the server did not behave"
+done
+kill -0 "$(server_pid srv)" || fail "the server died"
+step "the attached client still reads the image"
+drop_caches /dev/nbd0
+must dd if=/dev/nbd0 of="$LAB_RUN/out.img" bs=1M count=32 iflag=direct status=none
+cmp "$LAB_RUN/a.img" "$LAB_RUN/out.img" || fail "the attached client read wrong data"
+step "a new bridge connection reads it too"
+must nbdcopy "nbd+unix:///?socket=$LAB_RUN/br.sock" "$LAB_RUN/out2.img"
+cmp -n $((32 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out2.img" || fail "a new connection read wrong data"
+detach /dev/nbd0
+stop br
+stop srv
+echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv.rdma-stats")"
+counter_above protocol_errors "$(rdma_counter srv.rdma-stats protocol_errors)" 3 "bad hello, short SEND, bad opcode, reserved byte"
+counter_above clients_dropped "$(rdma_counter srv.rdma-stats clients_dropped)" 3 "short SEND, bad opcode, reserved byte, foreign rkey"
+echo "rdma-malformed: all checks passed"
