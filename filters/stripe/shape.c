@@ -1,0 +1,117 @@
+/* gmblock-stripe filter: what it shapes (block sizes, NBD_CMD_CACHE)
+ * and what it observes (writes against the stripes).
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Data requests are never split or changed: md already drives every
+ * member at once for one large request.  What the layers lack is the
+ * geometry, so the filter tells clients the stripe (block sizes) and
+ * makes prefetch from above cover whole stripes.
+ */
+#include <errno.h>
+
+#include "sizes.h"
+#include "stripe.h"
+
+uint32_t
+shape_preferred (void)
+{
+  uint64_t p = 1;
+
+  while (p * 2 <= sp_width)
+    p *= 2;
+  return p;
+}
+
+/* Bytes from the last stripe boundary at or before x ('phase': the
+ * export may start inside a stripe, as a partition does).
+ */
+static uint64_t
+into_stripe (uint64_t x)
+{
+  return (x + geo.offset % sp_width) % sp_width;
+}
+
+void
+shape_round_out (uint64_t offset, uint32_t count, uint64_t size,
+                 uint64_t *start, uint64_t *end)
+{
+  uint64_t s = offset, e = offset + count, r;
+
+  r = into_stripe (s);
+  s = s >= r ? s - r : 0;
+  r = into_stripe (e);
+  if (r)
+    e += sp_width - r;
+  if (e > size)
+    e = size;
+  if (e < offset + count || e - s > UINT32_MAX) {
+    s = offset;                 /* past the end, or too large: as is */
+    e = offset + count;
+  }
+  *start = s;
+  *end = e;
+}
+
+/* Preferred: one full stripe, or the largest power of two in it;
+ * maximum: at least one full stripe; minimum: unchanged.
+ */
+int
+sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
+               uint32_t *preferred, uint32_t *maximum)
+{
+  uint32_t pref;
+
+  if (next->block_size (next, minimum, preferred, maximum) == -1)
+    return -1;
+  if (!sp_active)
+    return 0;
+  if (*minimum == 0) {          /* the layer below said nothing */
+    *minimum = 1;
+    *maximum = 0xffffffff;
+  }
+  if (*maximum != 0xffffffff && *maximum < sp_width)
+    *maximum = gm_round_up (sp_width, *minimum);
+  pref = shape_preferred ();
+  if (pref < *minimum)
+    pref = *minimum;
+  if (pref > *maximum)
+    pref = gm_round_down (*maximum, *minimum);
+  *preferred = pref;
+  return 0;
+}
+
+int
+sp_cache (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
+          uint32_t flags, int *err)
+{
+  uint64_t s = offset, e = offset + count;
+  int64_t size;
+
+  SCOUNT (SS_CACHE_REQUESTS, 1);
+  SCOUNT (SS_CACHE_BYTES_IN, count);
+  if (sp_active) {
+    if ((size = next->get_size (next)) == -1) {
+      *err = errno ? errno : EIO;
+      return -1;
+    }
+    shape_round_out (offset, count, size, &s, &e);
+    if (s != offset || e != offset + count)
+      SCOUNT (SS_CACHE_ROUNDED, 1);
+  }
+  SCOUNT (SS_CACHE_BYTES_OUT, e - s);
+  return next->cache (next, e - s, s, flags, err);
+}
+
+int
+sp_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count,
+           uint64_t offset, uint32_t flags, int *err)
+{
+  SCOUNT (SS_WRITES, 1);
+  if (sp_active) {
+    if (into_stripe (offset) == 0 && count % sp_width == 0 && count)
+      SCOUNT (SS_WRITES_FULL_STRIPE, 1);
+    else
+      SCOUNT (SS_WRITES_PARTIAL, 1);
+  }
+  return next->pwrite (next, buf, count, offset, flags, err);
+}

@@ -1,0 +1,42 @@
+/* gmblock-stripe filter: counters, printed with -D gmblock-stripe.stats=1
+ * or written to stripe-stats=FILE at exit, with the geometry in use.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <stdio.h>
+
+#include "stripe.h"
+
+/* -D NAME.stats=1 and -D NAME.verbose=1 (see GM_DEBUG_FLAG). */
+GM_DEBUG_FLAG (gmblock_stripe_debug_stats, "gmblock-stripe_debug_stats");
+GM_DEBUG_FLAG (gmblock_stripe_debug_verbose, "gmblock-stripe_debug_verbose");
+
+#define C GM_COUNTER
+struct gm_counter sstats[SS_COUNT] = {
+  C (SS_CACHE_REQUESTS, "cache_requests", "NBD_CMD_CACHE requests from above"),
+  C (SS_CACHE_ROUNDED, "cache_rounded", "of those, rounded out to whole stripes"),
+  C (SS_CACHE_BYTES_IN, "cache_bytes_in", "bytes asked to be cached from above"),
+  C (SS_CACHE_BYTES_OUT, "cache_bytes_out", "bytes asked to be cached below, after rounding"),
+  C (SS_WRITES, "writes", "write requests (passed through)"),
+  C (SS_WRITES_FULL_STRIPE, "writes_full_stripe", "writes made of whole, aligned stripes only"),
+  C (SS_WRITES_PARTIAL, "writes_partial", "writes touching part of a stripe (read-modify-write on parity RAID)"),
+};
+
+static void
+print_geometry (FILE *fp, void *opaque)
+{
+  fprintf (fp, SNAME ".active %d\n", sp_active);
+  fprintf (fp, SNAME ".chunk %llu\n", (unsigned long long) geo.chunk);
+  fprintf (fp, SNAME ".data_disks %u\n", geo.data_disks);
+  fprintf (fp, SNAME ".parity %u\n", geo.parity);
+  fprintf (fp, SNAME ".stripe_bytes %llu\n", (unsigned long long) sp_width);
+  fprintf (fp, SNAME ".offset %llu\n", (unsigned long long) geo.offset);
+  fprintf (fp, SNAME ".preferred_block %u\n", sp_active ? shape_preferred () : 0);
+}
+
+void
+stats_report (void)
+{
+  if (gm_counters_report (gmblock_stripe_debug_stats, cfg.stats_file, SNAME,
+                          sstats, SS_COUNT, print_geometry, NULL) == -1)
+    nbdkit_error (SNAME ": stripe-stats=%s: %m", cfg.stats_file);
+}

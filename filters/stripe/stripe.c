@@ -1,0 +1,182 @@
+/* gmblock-stripe filter: options and life cycle.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * RAID stripe hinting (issue 11): geometry.c decides the geometry,
+ * shape.c shapes block sizes and NBD_CMD_CACHE, stats.c counts.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "sizes.h"
+#include "stripe.h"
+
+struct sp_config cfg = { .parity = -1 };
+
+static int
+parse_chunk (const char *value)
+{
+  const char *why = NULL;
+  uint64_t v;
+
+  if (gm_parse_size (value, &v, &why) == 0) {
+    why = !gm_is_power_of_2 (v) ? "not a power of two" :
+      v % 512 ? "not a multiple of 512" : v > MAX_STRIPE ? "too large" : NULL;
+    if (why == NULL) {
+      cfg.chunk = v;
+      return 0;
+    }
+  }
+  nbdkit_error (SNAME ": stripe-chunk=%s: %s (expected the RAID chunk size: "
+                "a power of two from 512 to 32M, such as 64K)", value, why);
+  return -1;
+}
+
+static int
+parse_number (const char *key, const char *value, unsigned lo, unsigned hi,
+              const char *what, unsigned *out)
+{
+  char *end;
+  unsigned long n;
+
+  errno = 0;
+  n = strtoul (value, &end, 10);
+  if (errno || end == value || *end || value[0] == '-' || n < lo || n > hi) {
+    nbdkit_error (SNAME ": %s=%s: expected %s", key, value, what);
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
+/* *dst = value made absolute (nbdkit changes directory). */
+static int
+set_path (char **dst, const char *value)
+{
+  free (*dst);
+  *dst = nbdkit_absolute_path (value);
+  return *dst ? 0 : -1;
+}
+
+static int
+sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
+           const char *key, const char *value)
+{
+  unsigned n;
+
+  if (strcmp (key, "stripe-chunk") == 0)
+    return parse_chunk (value);
+  if (strcmp (key, "stripe-data-disks") == 0)
+    return parse_number (key, value, 1, MAX_DATA_DISKS, "a whole number from "
+                         "1 to 1024: the members holding data (RAID5 on 4 "
+                         "disks has 3)", &cfg.data_disks);
+  if (strcmp (key, "stripe-parity") == 0) {
+    if (parse_number (key, value, 0, 2, "0, 1 or 2: parity chunks per "
+                      "stripe (RAID0/10 0, RAID4/5 1, RAID6 2)", &n) == -1)
+      return -1;
+    cfg.parity = n;
+    return 0;
+  }
+  if (strcmp (key, "stripe-sysfs") == 0) {
+    char dev[4096];
+    if (set_path (&cfg.sysfs, value) == -1)
+      return -1;
+    snprintf (dev, sizeof dev, "%s/dev/block", cfg.sysfs);
+    if (access (dev, X_OK) == -1) {
+      nbdkit_error (SNAME ": stripe-sysfs=%s: no dev/block in it (expected "
+                    "a directory standing for /sys)", value);
+      return -1;
+    }
+    return 0;
+  }
+  if (strcmp (key, "stripe-stats") == 0)
+    return set_path (&cfg.stats_file, value);
+  return next (nxdata, key, value);
+}
+
+static int
+sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
+{
+  /* The layers below first: the gmblock plugin publishes its file. */
+  if (next (nxdata) == -1)
+    return -1;
+  return geometry_decide ();
+}
+
+#define SP_CONFIG_HELP \
+  "stripe-chunk=SIZE       RAID chunk size (power of 2), overrides detection.\n" \
+  "stripe-data-disks=N     Members holding data, overrides detection.\n" \
+  "stripe-parity=0|1|2     Parity chunks per stripe, overrides detection.\n" \
+  "stripe-sysfs=DIR        Read sysfs from DIR instead of /sys (tests).\n" \
+  "stripe-stats=FILE       Write counters and the geometry to FILE at exit."
+
+static int
+sp_get_ready (int thread_model)
+{
+  if (gmblock_stripe_debug_verbose)
+    geometry_print ();
+  return 0;
+}
+
+/* A chunk larger than the export cannot be: refuse at start-up, when
+ * the size is known.
+ */
+static int
+sp_after_fork (nbdkit_backend *backend)
+{
+  char a[32], b[32];
+  nbdkit_next *n;
+  int64_t size;
+
+  if (!sp_active)
+    return 0;
+  if ((n = nbdkit_next_context_open (backend, 1, "", 1)) == NULL) {
+    nbdkit_error (SNAME ": cannot open a context to the layer below");
+    return -1;
+  }
+  size = n->prepare (n) == -1 ? -1 : n->get_size (n);
+  n->finalize (n);
+  nbdkit_next_context_close (n);
+  if (size == -1)
+    return -1;
+  if (geo.chunk > (uint64_t) size) {
+    if (cfg.chunk)
+      nbdkit_error (SNAME ": stripe-chunk=%s is larger than the export (%s): "
+                    "expected a chunk no larger than the export",
+                    gm_format_size (geo.chunk, a, sizeof a),
+                    gm_format_size (size, b, sizeof b));
+    else
+      nbdkit_error (SNAME ": the detected chunk %s (%s) is larger than the "
+                    "export (%s): give stripe-chunk=SIZE",
+                    gm_format_size (geo.chunk, a, sizeof a), geo.source,
+                    gm_format_size (size, b, sizeof b));
+    return -1;
+  }
+  return 0;
+}
+
+static void
+sp_unload (void)
+{
+  stats_report ();
+  free (cfg.sysfs);
+  free (cfg.stats_file);
+}
+
+static struct nbdkit_filter filter = {
+  .name = SNAME,
+  .longname = "gmblock RAID stripe hinting",
+  .config = sp_config,
+  .config_complete = sp_config_complete,
+  .config_help = SP_CONFIG_HELP,
+  .get_ready = sp_get_ready,
+  .after_fork = sp_after_fork,
+  .unload = sp_unload,
+  .block_size = sp_block_size,
+  .cache = sp_cache,
+  .pwrite = sp_pwrite,
+};
+
+NBDKIT_REGISTER_FILTER (filter)

@@ -1,0 +1,203 @@
+#!/bin/bash
+# gmblock-stripe: the geometry is found through the registry (the
+# gmblock plugin names its file; the filter finds the file's device in
+# a fake sysfs tree from tests/fake-sysfs.py): a plain disk passes
+# through with one note, md RAID0 / RAID5 / a partition of md are
+# detected, options override detection with a warning; the block sizes
+# nbdinfo sees follow the stripe; data passes byte-exact (nbdcopy both
+# ways); NBD_CMD_CACHE is rounded out to whole stripes, as the counters
+# and a logging plugin below show.
+. "$(dirname "$0")/functions.sh"
+require nbdkit nbdinfo nbdcopy python3
+cd "$T"
+
+scounter () { awk -v k="gmblock-stripe.$2" '$1 == k { print $2 }' "$1"; }
+expect () {     # expect WHAT GOT WANT
+    [[ $2 == "$3" ]] || fail "$1: got '$2', expected '$3'"
+}
+bsize () { nbdinfo --json "$(uri "$1")" | python3 -c "import json,sys; print(json.load(sys.stdin)['exports'][0]['block_size_$2'])"; }
+
+randfile disk.img $((16 << 20))
+cp disk.img orig.img
+python3 "$top/tests/fake-sysfs.py" sys switch --storage-dev "$(stat -c %Hd:%Ld disk.img)"
+link=sys/dev/block/$(stat -c %Hd:%Ld disk.img)   # -> nvme0n1 for now
+md0=$T/sys/devices/virtual/block/md0
+point () { ln -sfn "$(realpath --relative-to="$(dirname "$link")" "$1")" "$link"; }
+
+gm=(gmblock file="$T/disk.img" stripe-sysfs="$T/sys")
+serve () {      # serve NAME [args]: start with -D verbose and stats
+    local name=$1; shift
+    start_server "$name" -D gmblock-stripe.verbose=1 --filter=gmblock-stripe "$@" stripe-stats="$T/$name.stats"
+}
+
+# Without the filter: what the plugin advertises.
+start_server plain "${gm[@]:0:2}"
+min0=$(bsize plain minimum) pref0=$(bsize plain preferred) max0=$(bsize plain maximum)
+stop_server plain
+info "gmblock alone: minimum $min0, preferred $pref0, maximum $max0"
+
+# 1. The file's device is a plain NVMe disk: one note, pass-through.
+serve disk "${gm[@]}"
+expect "disk: preferred" "$(bsize disk preferred)" "$pref0"
+for i in 1 2 3; do nbdinfo --size "$(uri disk)" >/dev/null; done
+stop_server disk
+n=$(grep -c 'no RAID geometry' "$T/disk.log" || true)
+[[ $n == 1 ]] || { cat "$T/disk.log" >&2; fail "disk: the no-RAID note appeared $n times, expected once"; }
+grep -qE 'nvme0n1 \([0-9]+:[0-9]+\) is not a RAID' "$T/disk.log" || fail "disk: the note does not name the device"
+expect "disk: active" "$(scounter disk.stats active)" 0
+info "disk: $(grep 'no RAID' "$T/disk.log")"
+
+# 1b. dm-stripe or hardware RAID exporting io_min/io_opt (128K x 4).
+echo 131072 >sys/class/block/nvme0n1/queue/minimum_io_size
+echo 524288 >sys/class/block/nvme0n1/queue/optimal_io_size
+serve hints "${gm[@]}"
+expect "hints: preferred" "$(bsize hints preferred)" 524288
+stop_server hints
+grep -q 'geometry: nvme0n1 io_min/io_opt: chunk 128K, 4 data disks, parity unknown' "$T/hints.log" ||
+    { cat "$T/hints.log" >&2; fail "hints: verbose geometry line missing"; }
+
+# 1c. Options alone (the real /sys, whatever is under this file: both
+# options given, they win), and over a plugin that gives no block
+# sizes (the memory plugin: minimum 1, maximum unlimited).
+serve opts gmblock file="$T/disk.img" stripe-chunk=64K stripe-data-disks=4
+expect "opts: preferred" "$(bsize opts preferred)" 262144
+expect "opts: minimum" "$(bsize opts minimum)" "$min0"
+stop_server opts
+serve mem memory 16M stripe-chunk=512K stripe-data-disks=6 stripe-parity=2
+expect "mem: preferred" "$(bsize mem preferred)" 2097152
+expect "mem: minimum" "$(bsize mem minimum)" 1
+expect "mem: maximum" "$(bsize mem maximum)" 4294967295
+stop_server mem
+expect "mem: stripe_bytes" "$(scounter mem.stats stripe_bytes)" 3145728
+
+# 2. md0 (RAID0, 64K chunk, 2 members): preferred 128K, minimum and
+# maximum as the plugin's.
+point "$md0"
+serve raid0 "${gm[@]}"
+expect "raid0: preferred" "$(bsize raid0 preferred)" 131072
+expect "raid0: minimum" "$(bsize raid0 minimum)" "$min0"
+expect "raid0: maximum" "$(bsize raid0 maximum)" "$max0"
+nbdcopy "$(uri raid0)" out.img
+cmp out.img orig.img || fail "raid0: data read through the filter differs"
+randfile new.img $((16 << 20))
+nbdcopy new.img "$(uri raid0)"
+stop_server raid0
+cmp disk.img new.img || fail "raid0: data written through the filter differs"
+cp disk.img orig.img
+grep -q 'geometry: md0 raid0: chunk 64K, 2 data disks, parity 0, full stripe 128K' "$T/raid0.log" ||
+    { cat "$T/raid0.log" >&2; fail "raid0: verbose geometry line missing"; }
+expect "raid0: stripe_bytes" "$(scounter raid0.stats stripe_bytes)" 131072
+w=$(scounter raid0.stats writes) f=$(scounter raid0.stats writes_full_stripe) p=$(scounter raid0.stats writes_partial)
+[[ $w -gt 0 && $((f + p)) == "$w" ]] || fail "raid0: writes $w != full $f + partial $p"
+info "raid0: $(grep 'geometry:' "$T/raid0.log"); nbdcopy: $w writes, $f full-stripe"
+
+# 3. RAID5 on 4 members: 3 data chunks = 192K, not a power of two:
+# preferred is 128K, the exact stripe is in the counters.
+echo raid5 >"$md0/md/level"; echo 4 >"$md0/md/raid_disks"; echo 2 >"$md0/md/layout"
+serve raid5 "${gm[@]}"
+expect "raid5: preferred" "$(bsize raid5 preferred)" 131072
+stop_server raid5
+expect "raid5: stripe_bytes" "$(scounter raid5.stats stripe_bytes)" 196608
+expect "raid5: parity" "$(scounter raid5.stats parity)" 1
+grep -q 'md0 raid5: chunk 64K, 3 data disks, parity 1, full stripe 192K' "$T/raid5.log" ||
+    { cat "$T/raid5.log" >&2; fail "raid5: verbose geometry line missing"; }
+
+# 4. RAID1 does not stripe: one note, pass-through.
+echo raid1 >"$md0/md/level"; echo 2 >"$md0/md/raid_disks"
+serve raid1 "${gm[@]}"
+expect "raid1: preferred" "$(bsize raid1 preferred)" "$pref0"
+stop_server raid1
+grep -q 'no RAID geometry: md0: md level raid1 does not stripe (mirrors)' "$T/raid1.log" ||
+    { cat "$T/raid1.log" >&2; fail "raid1: no note"; }
+
+# 5. A reshape in progress: not trusted, pass-through.
+echo raid5 >"$md0/md/level"; echo "4 (3)" >"$md0/md/raid_disks"
+serve reshape "${gm[@]}"
+stop_server reshape
+grep -q 'a reshape is in progress' "$T/reshape.log" || { cat "$T/reshape.log" >&2; fail "reshape: no note"; }
+expect "reshape: active" "$(scounter reshape.stats active)" 0
+echo 4 >"$md0/md/raid_disks"
+
+# 6. Options override detection, with a warning naming both; equal
+# options give no warning.
+serve override "${gm[@]}" stripe-chunk=128K stripe-parity=1
+expect "override: preferred" "$(bsize override preferred)" 262144
+stop_server override
+grep -q 'warning: stripe-chunk=128K disagrees with the detected 64K (md0 raid5): using 128K' "$T/override.log" ||
+    { cat "$T/override.log" >&2; fail "override: no warning"; }
+expect "override: stripe_bytes" "$(scounter override.stats stripe_bytes)" 393216
+if grep -q 'stripe-parity.*disagrees' "$T/override.log"; then fail "override: warned about an equal parity"; fi
+serve same "${gm[@]}" stripe-chunk=64K stripe-data-disks=3
+stop_server same
+if grep -q 'disagrees' "$T/same.log"; then cat "$T/same.log" >&2; fail "same: warned although the options agree"; fi
+
+# 7. A partition of md0 starting 1M in: with 192K stripes, stripes
+# start at 128K + k x 192K in the export (128K, 320K, 512K, ...).
+# NBD_CMD_CACHE is rounded out to whole stripes, clamped to the export.
+mkdir -p "$md0/md0p1"
+echo 1 >"$md0/md0p1/partition"; echo 2048 >"$md0/md0p1/start"
+point "$md0/md0p1"
+serve part "${gm[@]}" direct=false
+nbdsh -u "$(uri part)" -c '
+h.cache(196608, 131072)         # [128K, 320K): a whole stripe, as is
+h.cache(4096, 140000)           # -> [128K, 320K)
+h.cache(200000, 300000)         # -> [128K, 512K)
+h.cache(4096, 16777216 - 4096)  # -> [16M - 128K, 16M): clamped
+h.cache(1000, 0)                # -> [0, 128K): the partial first stripe
+'
+stop_server part
+expect "part: offset" "$(scounter part.stats offset)" 1048576
+expect "part: cache_requests" "$(scounter part.stats cache_requests)" 5
+expect "part: cache_rounded" "$(scounter part.stats cache_rounded)" 4
+expect "part: cache_bytes_in" "$(scounter part.stats cache_bytes_in)" $((196608 + 4096 + 200000 + 4096 + 1000))
+expect "part: cache_bytes_out" "$(scounter part.stats cache_bytes_out)" $((196608 + 196608 + 393216 + 131072 + 131072))
+info "part: $(grep 'geometry:' "$T/part.log")"
+
+# The same requests as a plugin below sees them (options alone: no
+# gmblock plugin, so no phase): exact offsets and lengths.
+cat >"$T/log.sh" <<'SH'
+#!/usr/bin/env -S -u LD_PRELOAD bash
+# (The sanitizer run preloads ASan into nbdkit: not into this script.)
+case "$1" in
+    get_size) echo 1048576 ;;
+    can_cache) echo native ;;
+    cache) echo "cache $3 $4" >>"$BELOW" ;;
+    pread) head -c "$3" /dev/zero ;;
+    *) exit 2 ;;
+esac
+SH
+chmod +x "$T/log.sh"
+BELOW=$T/below.log start_server calls --filter=gmblock-stripe sh "$T/log.sh" stripe-chunk=64K stripe-data-disks=3
+nbdsh -u "$(uri calls)" -c '
+h.cache(196608, 196608)         # a whole stripe: as is
+h.cache(4096, 200000)           # -> [192K, 384K)
+h.cache(40000, 1000000)         # -> [960K, 1M): clamped
+'
+stop_server calls
+printf 'cache 196608 196608\ncache 196608 196608\ncache 65536 983040\n' >"$T/calls.want"
+diff -u "$T/calls.want" "$T/below.log" || fail "calls: the plugin below saw other CACHE requests"
+
+# Stacks: readahead over the stripe filter over the cache (the order
+# that shapes prefetch: the cache answers NBD_CMD_CACHE itself, so the
+# stripe filter must sit above it to round it), and the issue's order
+# with the stripe filter at the bottom.  Data byte-exact both ways.
+stack () {
+    local name=$1; shift
+    start_server "$name" "$@" "${gm[@]}" ra-stats="$T/$name.ra" stripe-stats="$T/$name.stats"
+    nbdcopy "$(uri "$name")" "$name.out"
+    cmp "$name.out" disk.img || fail "$name: data read through the stack differs"
+    randfile "$name.new" $((16 << 20))
+    nbdcopy "$name.new" "$(uri "$name")"
+    stop_server "$name"
+    cmp disk.img "$name.new" || fail "$name: data written through the stack differs"
+    info "$name: readahead prefetch_requests $(awk '$1 == "gmblock-readahead.prefetch_requests" {print $2}' "$T/$name.ra"), stripe cache_requests $(scounter "$name.stats" cache_requests), rounded $(scounter "$name.stats" cache_rounded)"
+}
+stack shaped --filter=gmblock-readahead --filter=gmblock-stripe --filter=gmblock-cache
+[[ $(scounter shaped.stats cache_rounded) -gt 0 ]] || fail "shaped: no prefetch was rounded to stripes"
+stack bottom --filter=gmblock-readahead --filter=gmblock-cache --filter=gmblock-stripe
+
+# 8. A detected chunk larger than a tiny export is refused.
+point "$md0"
+truncate -s 32K tiny.img
+start_fails tiny 'the detected chunk 64K \(md0 raid5\) is larger than the export \(32K\)' 'stripe-chunk=SIZE' -- \
+    --filter=gmblock-stripe gmblock file="$T/tiny.img" stripe-sysfs="$T/sys"

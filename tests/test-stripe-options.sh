@@ -1,0 +1,43 @@
+#!/bin/bash
+# gmblock-stripe: every refused option or combination names the option
+# and what it accepts; nbdkit exits non-zero at start-up.
+. "$(dirname "$0")/functions.sh"
+require nbdkit
+cd "$T"
+
+st=(--filter=gmblock-stripe memory 64M)
+both=(stripe-chunk=64K stripe-data-disks=4)
+
+start_fails chunk_word 'stripe-chunk=banana' 'power of two from 512 to 32M' -- "${st[@]}" stripe-chunk=banana stripe-data-disks=4
+start_fails chunk_odd 'stripe-chunk=96K: not a power of two' 'such as 64K' -- "${st[@]}" stripe-chunk=96K stripe-data-disks=4
+start_fails chunk_small 'stripe-chunk=256: not a multiple of 512' -- "${st[@]}" stripe-chunk=256 stripe-data-disks=4
+start_fails chunk_big 'stripe-chunk=64M: too large' 'from 512 to 32M' -- "${st[@]}" stripe-chunk=64M stripe-data-disks=1
+start_fails chunk_zero 'stripe-chunk=0: not a power of two' -- "${st[@]}" stripe-chunk=0 stripe-data-disks=4
+start_fails disks_zero 'stripe-data-disks=0' 'whole number from 1 to 1024' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=0
+start_fails disks_big 'stripe-data-disks=1025' 'from 1 to 1024' -- "${st[@]}" stripe-chunk=512 stripe-data-disks=1025
+start_fails disks_neg 'stripe-data-disks=-2' 'whole number' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=-2
+start_fails disks_word 'stripe-data-disks=three' 'RAID5 on 4 disks has 3' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=three
+start_fails parity_3 'stripe-parity=3' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=3
+start_fails parity_word 'stripe-parity=raid5' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=raid5
+
+# Incomplete or contradictory combinations (nothing is detected below
+# the memory plugin, so the options must give the whole geometry).
+start_fails only_chunk 'stripe-chunk given without stripe-data-disks' 'no gmblock plugin below' -- "${st[@]}" stripe-chunk=64K
+start_fails only_disks 'stripe-data-disks given without stripe-chunk' -- "${st[@]}" stripe-data-disks=4
+start_fails only_parity 'stripe-parity given without stripe-chunk and stripe-data-disks' -- "${st[@]}" stripe-parity=1
+start_fails raid6_one 'stripe-parity=2 \(RAID6\) with 1 data disk' 'stripe-data-disks=2 or more' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=1 stripe-parity=2
+start_fails stripe_big 'full stripe of stripe-data-disks=4 x stripe-chunk=16M is larger than 32M' -- "${st[@]}" stripe-chunk=16M stripe-data-disks=4
+
+# Known only once the export's size is: a chunk larger than the export.
+start_fails chunk_export 'stripe-chunk=2M is larger than the export \(1M\)' -- --filter=gmblock-stripe memory 1M stripe-chunk=2M stripe-data-disks=2
+
+start_fails sysfs_missing 'stripe-sysfs=/nonexistent' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=/nonexistent
+
+# The limits themselves are accepted.
+for ok in "stripe-chunk=512 stripe-data-disks=1024" "stripe-chunk=32M stripe-data-disks=1" \
+          "stripe-chunk=64K stripe-data-disks=2 stripe-parity=2" "stripe-chunk=1M stripe-data-disks=1 stripe-parity=1"; do
+    # shellcheck disable=SC2086
+    "$NBDKIT" -U - "${st[@]}" $ok --run 'nbdinfo --size "$uri"' >"$T/ok.out" 2>&1 ||
+        { cat "$T/ok.out" >&2; fail "refused valid options: $ok"; }
+done
+info "the limits (512 x 1024, 32M x 1, RAID6 2+2, RAID5 1+1) are accepted"
