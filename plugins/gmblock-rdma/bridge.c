@@ -77,7 +77,8 @@ struct conn {
   struct gm_rp_conn rp;
   bool dead;                    /* broken: reconnect before the next request */
   bool ever;                    /* was connected once */
-  uint64_t size;
+  struct gm_rp_limits lim;      /* of the first connection: what nbdkit
+                                 * was told; a reconnect must match */
   uint64_t next_handle;
 };
 
@@ -324,14 +325,17 @@ connect_server (struct conn *c)
     nbdkit_error (NAME ": ibv_reg_mr: %m");
     goto fail;
   }
-  if (c->ever && c->rp.lim.size != c->size) {
-    nbdkit_error (NAME ": the export changed size across a reconnect");
+  if (c->ever && (c->rp.lim.size != c->lim.size ||
+                   c->rp.lim.flags != c->lim.flags ||
+                   c->rp.lim.max_request != c->lim.max_request)) {
+    nbdkit_error (NAME ": the export changed (size, flags or max request) "
+                  "across a reconnect");
     goto fail;
   }
   freeaddrinfo (ai);
   COUNT (c->ever ? BC_RECONNECTS : BC_CONNECTS, 1);
   c->ever = true;
-  c->size = c->rp.lim.size;
+  c->lim = c->rp.lim;
   c->dead = false;
   nbdkit_debug (NAME ": connected to %s:%s: size %llu, max request %u, "
                 "flags 0x%x", server.host, server.port,
@@ -511,7 +515,7 @@ request (struct conn *c, uint8_t op, uint16_t flags, uint32_t len,
 static int64_t
 bridge_get_size (void *handle)
 {
-  return ((struct conn *) handle)->size;
+  return ((struct conn *) handle)->lim.size;
 }
 
 static int
@@ -520,13 +524,13 @@ bridge_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
 {
   struct conn *c = handle;
 
-  *minimum = c->rp.lim.min_block;
-  *preferred = c->rp.lim.pref_block;
-  *maximum = c->rp.lim.max_block;
+  *minimum = c->lim.min_block;
+  *preferred = c->lim.pref_block;
+  *maximum = c->lim.max_block;
   return 0;
 }
 
-#define FLAG(c, f) (((c)->rp.lim.flags & (f)) != 0)
+#define FLAG(c, f) (((c)->lim.flags & (f)) != 0)
 
 static int
 bridge_can_write (void *handle)
@@ -592,7 +596,7 @@ bridge_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
   struct conn *c = handle;
 
   while (count > 0) {
-    uint32_t n = count < c->rp.lim.max_request ? count : c->rp.lim.max_request;
+    uint32_t n = count < c->lim.max_request ? count : c->lim.max_request;
     if (request (c, GM_RP_READ, 0, n, offset, true) == -1)
       return -1;
     memcpy (buf, c->buf, n);
@@ -613,7 +617,7 @@ bridge_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
   uint16_t fl = (flags & NBDKIT_FLAG_FUA) ? GM_RP_FLAG_FUA : 0;
 
   while (count > 0) {
-    uint32_t n = count < c->rp.lim.max_request ? count : c->rp.lim.max_request;
+    uint32_t n = count < c->lim.max_request ? count : c->lim.max_request;
     /* Not retried: NBD clients retry failed writes themselves. */
     memcpy (c->buf, buf, n);
     COUNT (BC_COPIED, n);
