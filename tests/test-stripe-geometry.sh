@@ -68,6 +68,24 @@ expect "mem: preferred" "$(bsize mem preferred)" 2097152
 expect "mem: minimum" "$(bsize mem minimum)" 1
 expect "mem: maximum" "$(bsize mem maximum)" 4294967295
 stop_server mem
+
+# A plugin whose maximum (64K) is below one stripe (192K): raised to one
+# stripe; its minimum is kept.
+cat >"$T/bs.sh" <<'SH'
+#!/usr/bin/env -S -u LD_PRELOAD bash
+case "$1" in
+    get_size) echo 1048576 ;;
+    block_size) echo 4096 4096 65536 ;;
+    pread) head -c "$3" /dev/zero ;;
+    *) exit 2 ;;
+esac
+SH
+chmod +x "$T/bs.sh"
+serve small sh "$T/bs.sh" stripe-chunk=64K stripe-data-disks=3
+expect "small: minimum" "$(bsize small minimum)" 4096
+expect "small: preferred" "$(bsize small preferred)" 131072
+expect "small: maximum" "$(bsize small maximum)" 196608
+stop_server small
 expect "mem: stripe_bytes" "$(scounter mem.stats stripe_bytes)" 3145728
 
 # 2. md0 (RAID0, 64K chunk, 2 members): preferred 128K, minimum and
