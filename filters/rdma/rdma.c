@@ -18,6 +18,7 @@
 #include <netdb.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,8 @@ struct client {
   struct gm_rp_conn rp;
   pthread_t tid;
   bool thread_started;
+  bool gone;                    /* listener: its CM id saw the end */
+  _Atomic bool finished;        /* its thread has returned */
   unsigned npending;            /* receives completed, not yet served */
   struct ibv_wc pending[GM_RP_MAX_CREDITS];
   char peer[64];
@@ -464,6 +467,7 @@ client_run (void *arg)
     }
   }
   rdma_disconnect (c->id);
+  atomic_store (&c->finished, true);
   return NULL;
 }
 
@@ -685,24 +689,41 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   }
 }
 
-/* The client on id is gone (or never got established): free it. */
+/* The client on id is gone (or never got established): disconnecting
+ * flushes its QP, so its thread ends soon; reap frees it then.  The
+ * listener never waits for a client's thread (which may be waiting for
+ * a pool slot or the storage), so connects are always answered.
+ */
 static void
 on_gone (struct rdma_cm_id *id)
 {
-  struct client *c = id->context, **p;
+  struct client *c = id->context;
 
   if (c == NULL)
     return;
-  rdma_disconnect (id);         /* flushes its QP: its thread ends */
-  pthread_mutex_lock (&clients_lock);
-  for (p = &clients; *p; p = &(*p)->next_client)
-    if (*p == c) {
-      *p = c->next_client;
-      break;
-    }
-  pthread_mutex_unlock (&clients_lock);
+  rdma_disconnect (id);
+  c->gone = true;
   nbdkit_debug (NAME ": %s disconnected", c->peer);
-  client_free (c);
+}
+
+/* Free the clients that are gone and whose threads have returned. */
+static void
+reap (void)
+{
+  struct client **p = &clients, *c;
+
+  pthread_mutex_lock (&clients_lock);
+  while ((c = *p) != NULL) {
+    if (c->gone && (!c->thread_started || atomic_load (&c->finished))) {
+      *p = c->next_client;
+      pthread_mutex_unlock (&clients_lock);
+      client_free (c);
+      pthread_mutex_lock (&clients_lock);
+    }
+    else
+      p = &c->next_client;
+  }
+  pthread_mutex_unlock (&clients_lock);
 }
 
 static void *
@@ -717,11 +738,13 @@ listener_run (void *arg)
     struct rdma_cm_id *id;
     enum rdma_cm_event_type type;
 
-    if (poll (fds, 2, -1) == -1) {
-      if (errno == EINTR)
-        continue;
+    int n = poll (fds, 2, 200);
+
+    if (n == -1 && errno != EINTR)
       break;
-    }
+    reap ();
+    if (n <= 0)
+      continue;
     if (fds[1].revents)
       break;
     if (rdma_get_cm_event (cm_ch, &ev)) {
@@ -751,6 +774,7 @@ listener_run (void *arg)
     case RDMA_CM_EVENT_UNREACHABLE:
     case RDMA_CM_EVENT_REJECTED:
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT:
       if (id != listen_id)
         on_gone (id);
       break;

@@ -77,6 +77,8 @@ struct conn {
   struct gm_rp_conn rp;
   bool dead;                    /* broken: reconnect before the next request */
   bool ever;                    /* was connected once */
+  bool refused;                 /* the server answered with a refusal */
+  char why[160];                /* why the last connect attempt failed */
   struct gm_rp_limits lim;      /* of the first connection: what nbdkit
                                  * was told; a reconnect must match */
   uint64_t next_handle;
@@ -205,13 +207,15 @@ cm_wait (struct conn *c, enum rdma_cm_event_type want,
                               why, sizeof why) == 0 && w.error) {
       nbdkit_error (NAME ": %s:%s refused the connection: %s (error %u)",
                     server.host, server.port, w.reason, w.error);
+      c->refused = true;
       rdma_ack_cm_event (*ev);
       return -1;
     }
   }
-  nbdkit_error (NAME ": %s:%s: %s (status %d) while waiting for %s",
-                server.host, server.port, rdma_event_str ((*ev)->event),
-                (*ev)->status, rdma_event_str (want));
+  snprintf (c->why, sizeof c->why, "%s (status %d) while waiting for %s",
+            rdma_event_str ((*ev)->event), (*ev)->status,
+            rdma_event_str (want));
+  nbdkit_debug (NAME ": %s:%s: %s", server.host, server.port, c->why);
   rdma_ack_cm_event (*ev);
   return -1;
 }
@@ -350,6 +354,30 @@ connect_server (struct conn *c)
   return -1;
 }
 
+/* connect_server, tried 3 times over about a second unless the server
+ * refused: a connect request can be rejected for want of a listener
+ * while the server (re)starts, and soft-RoCE has been seen to reject
+ * one now and then (status 8) with the server listening.
+ */
+static int
+connect_retry (struct conn *c)
+{
+  for (int i = 0; i < 3; i++) {
+    if (i)
+      usleep (150000u << i);
+    c->refused = false;
+    strcpy (c->why, "see the messages above");
+    if (connect_server (c) == 0)
+      return 0;
+    if (c->refused)
+      break;
+  }
+  if (!c->refused)
+    nbdkit_error (NAME ": cannot connect to %s:%s after 3 tries: %s",
+                  server.host, server.port, c->why);
+  return -1;
+}
+
 static void *
 bridge_open (int readonly)
 {
@@ -359,7 +387,7 @@ bridge_open (int readonly)
     nbdkit_error (NAME ": calloc: %m");
     return NULL;
   }
-  if (connect_server (c) == -1) {
+  if (connect_retry (c) == -1) {
     free (c);
     return NULL;
   }
@@ -441,7 +469,7 @@ exchange (struct conn *c, uint8_t op, uint16_t flags, uint32_t len,
 
   if (c->dead || c->id == NULL) {
     teardown (c);
-    if (connect_server (c) == -1) {
+    if (connect_retry (c) == -1) {
       c->dead = true;
       return -1;
     }

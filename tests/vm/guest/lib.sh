@@ -524,30 +524,28 @@ PY
 
 # ---- Soft-RoCE, for the rdma-* scenarios.
 
-# rxe_pair: a veth pair between the root namespace (gmr0, 10.77.0.1,
-# soft-RoCE device rxe0) and the network namespace "cli" (gmr1,
-# 10.77.0.2, rxe1). RDMA servers listen on 10.77.0.1 and, for now,
-# clients run in the root namespace too (rxe0 loops the traffic back):
-# on 6.1 RDMA CM does not resolve 10.77.0.1 from inside "cli" (rping
-# -c from there times out too), though ping does. rxe does not work on
-# lo, hence the pair.
+# rxe_pair: soft-RoCE device rxe0 on gmr0 (10.77.0.1), one end of a
+# veth pair whose other end gmr1 is only up (rxe does not work on lo).
+# Servers listen on 10.77.0.1 and clients, in the same namespace,
+# connect to it: rxe0 loops the traffic back. Tried and dropped: the
+# client in another network namespace on rxe1 over gmr1 (6.1: RDMA CM
+# address resolution times out there, rping too, though ping works; rxe
+# cannot move to a namespace in exclusive mode), and rxe1 on gmr1 in the
+# same namespace (connects from a long-running bridge then went out
+# through rxe1 now and then and were rejected, status 8).
 rxe_pair() {
     case $(uname -r) in 6.1.*|6.12.*) load crc32_generic ;; esac
     load veth rdma_rxe ib_uverbs rdma_ucm
-    step "veth pair gmr0 (10.77.0.1) <-> cli:gmr1 (10.77.0.2), soft-RoCE on both"
-    must ip netns add cli
+    step "soft-RoCE rxe0 on gmr0 (10.77.0.1), veth peer gmr1"
+    must ip link set lo up
     must ip link add gmr0 type veth peer name gmr1
-    must ip link set gmr1 netns cli
     must ip addr add 10.77.0.1/24 dev gmr0
     must ip link set gmr0 up
-    must ip netns exec cli ip addr add 10.77.0.2/24 dev gmr1
-    must ip netns exec cli ip link set gmr1 up
-    must ip netns exec cli ip link set lo up
+    must ip link set gmr1 up
     must rdma link add rxe0 type rxe netdev gmr0
-    must ip netns exec cli rdma link add rxe1 type rxe netdev gmr1
     rdma link
     ibv_devices
-    [ "$(ibv_devices | grep -c rxe)" = 2 ] || fail "soft-RoCE devices rxe0 and rxe1 not both listed by ibv_devices"
+    [ "$(ibv_devices | grep -c rxe0)" = 1 ] || fail "soft-RoCE device rxe0 not listed by ibv_devices"
 }
 
 # bridge NAME SERVER: the gmblock-rdma bridge plugin, connected to the RDMA server SERVER, serving it on the Unix socket

@@ -44,7 +44,9 @@ echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
 counter_above dma_client_bytes "$(counter srv dma_client_bytes)" $(((96 << 20) - 1)) "reads over RDMA are DMA'd straight into the pool"
 
 step "one server, both transports: TCP writes b.img, RDMA reads it; RDMA writes a.img, TCP reads it"
-serve srv2 10809 /dev/vda "${rdma_opts[@]}" -- rdma=10.77.0.1 rdma-stats="$LAB_OUT/srv2.rdma-stats"
+# A 1 MiB pool is one slot: the RDMA connections take turns (pool_waits).
+serve srv2 10809 /dev/vda "${rdma_opts[@]}" -- rdma=10.77.0.1 rdma-pool=1M \
+    rdma-stats="$LAB_OUT/srv2.rdma-stats"
 bridge br2 10.77.0.1
 bridge_uri="nbd+unix:///?socket=$LAB_RUN/br2.sock"
 must nbdcopy "$LAB_RUN/b.img" nbd://127.0.0.1:10809
@@ -53,7 +55,12 @@ cmp -n $((64 << 20)) "$LAB_RUN/b.img" "$LAB_RUN/out.img" || fail "written over T
 must nbdcopy "$LAB_RUN/a.img" "$bridge_uri"
 must nbdcopy nbd://127.0.0.1:10809 "$LAB_RUN/out.img"
 cmp -n $((64 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" || fail "written over RDMA, read over TCP: differs"
-stop br2
+step "stop the server while the bridge is still connected"
+python3 -m nbd -u "$bridge_uri" -c 'import time; h.pread(4096, 0); time.sleep(6)' &
+holder=$!
+sleep 2
 stop srv2
+wait "$holder" || fail "the NBD client holding a bridge connection failed"
+stop br2
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv2.rdma-stats")"
 echo "rdma-basic: all checks passed"
