@@ -530,9 +530,7 @@ PY
 # connect to it: rxe0 loops the traffic back. Tried and dropped: the
 # client in another network namespace on rxe1 over gmr1 (6.1: RDMA CM
 # address resolution times out there, rping too, though ping works; rxe
-# cannot move to a namespace in exclusive mode), and rxe1 on gmr1 in the
-# same namespace (connects from a long-running bridge then went out
-# through rxe1 now and then and were rejected, status 8).
+# cannot move to a namespace in exclusive mode).
 rxe_pair() {
     case $(uname -r) in 6.1.*|6.12.*) load crc32_generic ;; esac
     load veth rdma_rxe ib_uverbs rdma_ucm
