@@ -20,6 +20,11 @@
 
 /* Keys (letters, digits and '_'). */
 #define GM_REG_SERVED_FILE "SERVED_FILE" /* absolute path gmblock serves */
+/* The stripe geometry gmblock-stripe uses, in decimal:
+ * "chunk:data_disks:parity:offset" (bytes, count, 0-2, where the export
+ * starts in the array in bytes).  Published only when it is active.
+ */
+#define GM_REG_STRIPE "STRIPE"
 
 /* Returns 0, or -1 with errno set (EINVAL for a bad key). */
 int gm_registry_publish (const char *key, const char *value);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "registry.h"
 #include "sizes.h"
 #include "stripe.h"
 
@@ -99,10 +100,23 @@ sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
 static int
 sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 {
+  char v[96];
+
   /* The layers below first: the gmblock plugin publishes its file. */
-  if (next (nxdata) == -1)
+  if (next (nxdata) == -1 || geometry_decide () == -1)
     return -1;
-  return geometry_decide ();
+  if (!sp_active)
+    return 0;
+  /* The exact geometry for gmblock-cache's write-back (a stripe that
+   * is not a power of two cannot travel as a preferred block size).
+   */
+  snprintf (v, sizeof v, "%llu:%u:%u:%llu", (unsigned long long) geo.chunk,
+            geo.data_disks, geo.parity, (unsigned long long) geo.offset);
+  if (gm_registry_publish (GM_REG_STRIPE, v) == -1) {
+    nbdkit_error (SNAME ": publishing the geometry: %m");
+    return -1;
+  }
+  return 0;
 }
 
 #define SP_CONFIG_HELP \
