@@ -215,7 +215,7 @@ take_slot (struct shard *sh, uint32_t *out, int *err)
     }
     else if ((v = gm_2q_victim (&sh->q, idle, sh, VICTIM_SCAN)) != NONE) {
       CCOUNT (CS_DIRTY_EVICTIONS, 1);
-      if (slot_write_back (sh, sh->base + v, 0, err) == -1)
+      if (stripe_wb_evict (sh, sh->base + v, err) == -1)
         return FAILED;
       return RETRY;
     }

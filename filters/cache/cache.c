@@ -216,6 +216,7 @@ cache_after_fork (nbdkit_backend *backend)
         lower.bpref <= MAX_BS && cfg.size / lower.bpref >= MIN_BLOCKS)
       cfg.block_size = lower.bpref;
   }
+  stripe_wb_geometry ();
   if (lower.size == 0) {
     nbdkit_error (CNAME ": the export is empty: nothing to cache");
     return -1;
@@ -224,7 +225,7 @@ cache_after_fork (nbdkit_backend *backend)
     nbdkit_error (CNAME ": %s", err);
     return -1;
   }
-  if (writeback_start () == -1)
+  if (stripe_wb_start () == -1 || writeback_start () == -1)
     return -1;
   nbdkit_debug (CNAME ": mode %s%s, %u blocks of %s (%s) in %u shards, "
                 "%s, export %llu bytes",

@@ -202,6 +202,33 @@ void writeback_stop_flusher (void);
 void writeback_stop (void);
 void writeback_kick (void);
 
+/* ---- stripewb.c: write-back in whole RAID stripes ---- */
+struct stripe_wb {
+  bool on;                      /* write-back works a unit at a time */
+  uint64_t width;               /* one full data stripe, bytes (0: none) */
+  uint64_t offset;              /* where the export starts in the array */
+  uint64_t unit;                /* whole stripes and whole blocks, bytes */
+  uint32_t bpg;                 /* blocks per unit */
+  uint32_t phase;               /* blocks of unit 0 before the export */
+  char source[96];
+};
+extern struct stripe_wb swb;
+/* Learn the stripe (registry, else the preferred block size below);
+ * may lower a block size we chose so that it divides the stripe.
+ * Before blocks_init.
+ */
+void stripe_wb_geometry (void);
+/* After blocks_init: the units and the gather buffers. */
+int stripe_wb_start (void);
+void stripe_wb_stop (void);
+uint64_t stripe_wb_unit_of (uint64_t b);
+/* Write back every dirty block of unit u (a pass). */
+int stripe_wb_unit (uint64_t u, int *err);
+/* Evict dirty slot s (shard locked; dropped and retaken) together with
+ * the dirty blocks of its unit; block by block without a geometry.
+ */
+int stripe_wb_evict (struct shard *sh, uint32_t s, int *err);
+
 /* ---- policy.c: adaptive admission ---- */
 void policy_note_read (struct conn *c, uint64_t offset, uint32_t count,
                        bool *scan);
@@ -221,6 +248,7 @@ enum {
   CS_WRITES, CS_WRITE_BYTES, CS_WRITE_FILLS, CS_WRITEBACKS, CS_WRITEBACK_BYTES,
   CS_FLUSHES, CS_FUA, CS_TRIMS, CS_ZEROS, CS_INVALIDATIONS, CS_PREFETCHES,
   CS_MEMCPY_READ_BYTES, CS_MEMCPY_WRITE_BYTES, CS_ERRORS, CS_NO_SLOT,
+  CS_WB_FULL_STRIPE, CS_WB_PARTIAL_STRIPE, CS_WB_MERGED, CS_WB_BLOCKS,
   CS_COUNT
 };
 extern struct gm_counter cstats[CS_COUNT];

@@ -44,6 +44,10 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_MEMCPY_WRITE_BYTES, "memcpy_write_bytes", "bytes copied client buffer -> cache"),
   C (CS_ERRORS, "errors", "failed write-backs"),
   C (CS_NO_SLOT, "no_slot", "block pieces served below: every victim dirty and failing"),
+  C (CS_WB_FULL_STRIPE, "wb_full_stripe_writes", "stripe write-back: writes of whole, aligned stripes"),
+  C (CS_WB_PARTIAL_STRIPE, "wb_partial_stripe_writes", "stripe write-back: writes of part of a stripe"),
+  C (CS_WB_MERGED, "wb_merged_writes", "stripe write-back: writes carrying more than one block"),
+  C (CS_WB_BLOCKS, "wb_blocks", "stripe write-back: blocks carried by those writes"),
 };
 
 static void
@@ -60,6 +64,8 @@ print_derived (FILE *fp, void *opaque)
   fprintf (fp, CNAME ".dirty_bytes %llu\n",
            (unsigned long long) atomic_load (&tbl.ndirty) * tbl.bs);
   fprintf (fp, CNAME ".block_size %llu\n", (unsigned long long) tbl.bs);
+  fprintf (fp, CNAME ".wb_stripe_bytes %llu\n",
+           (unsigned long long) (swb.on ? swb.width : 0));
   fprintf (fp, CNAME ".slots %u\n", tbl.nslots);
   fprintf (fp, CNAME ".shards %u\n", tbl.nshards);
   fprintf (fp, CNAME ".backing %s\n",

@@ -12,6 +12,8 @@
  * and one write at a time would leave the disk idle.  Only one pass
  * runs at a time; a flush that arrives during a pass waits for it and
  * then makes its own, so it covers every write acknowledged before it.
+ * When the RAID stripe is known (stripewb.c), a pass works a stripe
+ * unit at a time instead of a block at a time.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -107,8 +109,13 @@ static void
 pass_work (void)
 {
   uint32_t i;
+  int err, zero = 0;
+
   while ((i = atomic_fetch_add (&pass_next, 1)) < pass_n)
-    visit_range (pass_blocks[i], pass_blocks[i], wb_one, &pass_res);
+    if (!swb.on)
+      visit_range (pass_blocks[i], pass_blocks[i], wb_one, &pass_res);
+    else if (stripe_wb_unit (pass_blocks[i], &err) == -1)
+      atomic_compare_exchange_strong (&pass_res.err, &zero, err ? err : EIO);
 }
 
 static void *
@@ -150,6 +157,16 @@ writeback_all (int *err)
     pthread_mutex_unlock (&sh->lock);
   }
   qsort (pass_blocks, pass_n, sizeof *pass_blocks, cmp_u64);
+  if (swb.on) {
+    /* Work a stripe unit at a time: the sorted blocks become units. */
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < pass_n; i++) {
+      uint64_t u = stripe_wb_unit_of (pass_blocks[i]);
+      if (n == 0 || pass_blocks[n - 1] != u)
+        pass_blocks[n++] = u;
+    }
+    pass_n = n;
+  }
   atomic_store (&pass_next, 0);
   atomic_store (&pass_res.err, 0);
 
@@ -288,4 +305,5 @@ writeback_stop (void)
   nhelpers = 0;
   free (pass_blocks);
   pass_blocks = NULL;
+  stripe_wb_stop ();
 }

@@ -1,0 +1,206 @@
+#!/bin/bash
+# gmblock-cache write-back in whole RAID stripes (issue 11): over a
+# logging sh plugin, the exact writes a flush sends down: a fully dirty
+# stripe as one aligned write of the stripe, neighbours in a partial
+# stripe merged, scattered blocks alone, nothing across a stripe
+# boundary; with a stripe that is not a power of two (3 data disks),
+# the geometry from gmblock-stripe below or above the cache (registry)
+# or from the preferred block size below (no stripe filter).  Dirty
+# evictions in a tiny cache keep to stripes too.  Then data through the
+# gmblock plugin byte for byte: nbdcopy both ways, and a kill -9 after
+# a flush loses nothing acknowledged before it.
+. "$(dirname "$0")/functions.sh"
+require nbdkit nbdcopy python3
+cd "$T"
+
+K=4096
+ccounter () { awk -v k="gmblock-cache.$2" '$1 == k { print $2 }' "$1"; }
+scounter () { awk -v k="gmblock-stripe.$2" '$1 == k { print $2 }' "$1"; }
+expect () { [[ $2 == "$3" ]] || fail "$1: got '$2', expected '$3'"; }
+
+# A file-backed plugin that logs every write and flush.  block_size
+# comes from $BSIZES when set (the fallback: the preferred size below).
+cat >log.sh <<'SH'
+#!/usr/bin/env -S -u LD_PRELOAD bash
+# (The sanitizer run preloads ASan into nbdkit: not into this script.)
+case "$1" in
+    get_size) stat -c %s "$DISK" ;;
+    can_write|can_flush) exit 0 ;;
+    thread_model) echo parallel ;;
+    block_size) [[ -n ${BSIZES:-} ]] && echo "$BSIZES" || exit 2 ;;
+    pread) dd if="$DISK" iflag=skip_bytes,count_bytes skip="$4" count="$3" bs=64K status=none ;;
+    pwrite)
+        echo "pwrite $3 $4" >>"$BELOW"
+        dd of="$DISK" iflag=fullblock oflag=seek_bytes conv=notrunc bs="$3" count=1 seek="$4" status=none ;;
+    flush) echo flush >>"$BELOW" ;;
+    *) exit 2 ;;
+esac
+SH
+chmod +x log.sh
+
+# Writes 4K blocks one request each, in a shuffled order (so no client
+# write is already merged), then flushes once.  Block numbers on argv.
+wblocks () {
+    /usr/bin/python3 - "$(uri "$1")" "${@:2}" <<'PY'
+import random, sys, nbd
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+blocks = [int(b) for b in sys.argv[2:]]
+random.shuffle(blocks)
+for b in blocks:
+    h.pwrite(bytes([b % 251 + 1]) * 4096, b * 4096)
+h.flush()
+h.shutdown()
+PY
+}
+
+# want.img: zeroes with block b = b % 251 + 1 for each block given
+want_img () {
+    python3 - "$@" <<'PY'
+import sys
+d = bytearray(1 << 20)
+for b in map(int, sys.argv[1:]):
+    d[b * 4096:(b + 1) * 4096] = bytes([b % 251 + 1]) * 4096
+open("want.img", "wb").write(d)
+PY
+}
+
+# chunk 8K x 3 data disks = 24K stripes of six 4K blocks; 1M export:
+# the last stripe (blocks 252-257) is cut to 252-255.
+blocks=(0 1 2 3 4 5          # stripe 0 whole: one write
+        7 9                  # stripe 1: two alone
+        13 14 15             # stripe 2: one merged partial write
+        18 19 21 22 23       # stripe 3: two merged runs
+        $(seq 24 35)         # stripes 4 and 5 whole: two writes, not one
+        252 253 254 255)     # the cut last stripe: partial
+printf 'pwrite %s\n' "24576 0" "4096 28672" "4096 36864" "12288 53248" \
+       "8192 73728" "12288 86016" "24576 98304" "24576 122880" \
+       "16384 1032192" | sort >want
+cache=(cache-mode=writeback cache-block-size=4K cache-size=1M writeback-interval=3600)
+stripe=(stripe-chunk=8K stripe-data-disks=3 stripe-parity=1)
+
+want_img "${blocks[@]}"
+
+calls () {      # calls NAME FULL PARTIAL MERGED [nbdkit args]: checked
+    local name=$1 full=$2 partial=$3 merged=$4; shift 4
+    truncate -s 0 "$name.below"; rm -f "$name.img"; truncate -s 1M "$name.img"
+    DISK=$T/$name.img BELOW=$T/$name.below start_server "$name" "$@" \
+        "${cache[@]}" cache-stats="$T/$name.stats"
+    wblocks "$name" "${blocks[@]}"
+    grep -q flush "$name.below" || fail "$name: no flush below"
+    grep pwrite "$name.below" | sort >"$name.got"
+    diff -u want "$name.got" || fail "$name: the write-back sent other writes below"
+    stop_server "$name"
+    cmp "$name.img" want.img || fail "$name: data below differs"
+    expect "$name: wb_full_stripe_writes" "$(ccounter "$name.stats" wb_full_stripe_writes)" "$full"
+    expect "$name: wb_partial_stripe_writes" "$(ccounter "$name.stats" wb_partial_stripe_writes)" "$partial"
+    expect "$name: wb_merged_writes" "$(ccounter "$name.stats" wb_merged_writes)" "$merged"
+    expect "$name: wb_blocks" "$(ccounter "$name.stats" wb_blocks)" ${#blocks[@]}
+    expect "$name: writebacks" "$(ccounter "$name.stats" writebacks)" ${#blocks[@]}
+    info "$name: $(wc -l <"$name.got") writes below for ${#blocks[@]} dirty blocks, as expected"
+}
+
+# 1. gmblock-stripe below the cache (options: no gmblock plugin).
+calls below 3 6 7 --filter=gmblock-cache --filter=gmblock-stripe sh log.sh "${stripe[@]}" stripe-stats="$T/below.sstats"
+# The stripe filter saw the same writes: 3 whole stripes.
+expect "below: stripe writes_full_stripe" "$(scounter below.sstats writes_full_stripe)" 3
+expect "below: stripe writes_partial" "$(scounter below.sstats writes_partial)" 6
+# 2. Above the cache: the geometry still reaches it (read at start-up).
+calls above 3 6 7 --filter=gmblock-stripe --filter=gmblock-cache sh log.sh "${stripe[@]}"
+
+# 3. No stripe filter: the preferred block size below (32K = 8 blocks).
+blocks=($(seq 8 15) 0 1 3 20)
+printf 'pwrite %s\n' "32768 32768" "8192 0" "4096 12288" "4096 81920" | sort >want
+want_img "${blocks[@]}"
+BSIZES="512 32768 4194304" calls fallback 1 3 2 --filter=gmblock-cache sh log.sh
+
+# 4. Without any geometry: block by block, as before (no stripe counters).
+truncate -s 0 plain.below; truncate -s 1M plain.img
+DISK=$T/plain.img BELOW=$T/plain.below start_server plain --filter=gmblock-cache sh log.sh \
+    "${cache[@]}" cache-stats="$T/plain.stats"
+wblocks plain 0 1 2 3 4 5
+stop_server plain
+expect "plain: writes below" "$(grep -c pwrite plain.below)" 6
+expect "plain: wb_full_stripe_writes" "$(ccounter plain.stats wb_full_stripe_writes)" 0
+
+# 5. A tiny cache (16 blocks): sequential 4K writes over 1M force dirty
+# evictions; every write below stays inside one 24K stripe and the
+# data is exact.
+truncate -s 0 evict.below; truncate -s 1M evict.img
+DISK=$T/evict.img BELOW=$T/evict.below start_server evict \
+    --filter=gmblock-cache --filter=gmblock-stripe sh log.sh "${stripe[@]}" \
+    cache-mode=writeback cache-block-size=4K cache-size=64K writeback-interval=3600 \
+    cache-stats="$T/evict.stats"
+randfile evict.want $((1 << 20))
+/usr/bin/python3 - "$(uri evict)" <<'PY'
+import sys, nbd
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+d = open("evict.want", "rb").read()
+for o in range(0, len(d), 4096):
+    h.pwrite(d[o:o + 4096], o)
+h.flush()
+h.shutdown()
+PY
+stop_server evict
+cmp evict.img evict.want || fail "evict: data below differs"
+awk '$1 == "pwrite" { s = int($3 / 24576); e = int(($3 + $2 - 1) / 24576);
+     if (s != e || $3 % 4096 || $2 % 4096) { print; bad = 1 } }
+     END { exit bad }' evict.below || fail "evict: a write crossed a stripe or a block"
+de=$(ccounter evict.stats dirty_evictions) full=$(ccounter evict.stats wb_full_stripe_writes)
+[[ $de -gt 0 ]] || fail "evict: no dirty evictions (the test does not test them)"
+[[ $full -gt 0 ]] || fail "evict: no full-stripe writes"
+info "evict: $de dirty evictions, $(grep -c pwrite evict.below) writes below, $full full-stripe"
+
+# 6. Data through the gmblock plugin: 16M, 64K x 3 stripes, cache blocks
+# of 64K: nbdcopy both ways byte for byte.
+randfile disk.img $((16 << 20)); randfile new.img $((16 << 20))
+gm=(--filter=gmblock-cache --filter=gmblock-stripe gmblock file="$T/disk.img"
+    stripe-chunk=64K stripe-data-disks=3 stripe-parity=1 cache-mode=writeback
+    cache-size=8M writeback-interval=3600)
+start_server data "${gm[@]}" cache-stats="$T/data.stats"
+nbdcopy new.img "$(uri data)"
+nbdcopy "$(uri data)" back.img
+stop_server data
+cmp back.img new.img || fail "data: read back through the cache differs"
+cmp disk.img new.img || fail "data: the file differs after shutdown"
+full=$(ccounter data.stats wb_full_stripe_writes)
+[[ $full -gt 0 ]] || fail "data: no full-stripe writes"
+info "data: nbdcopy 16M both ways exact; $full full-stripe writes, $(ccounter data.stats wb_partial_stripe_writes) partial"
+
+# 7. Durability: scattered writes and whole stripes, flush, more writes,
+# kill -9: everything acknowledged before the flush is in the file.
+randfile disk.img $((16 << 20)); cp disk.img before.img
+start_server dur "${gm[@]}"
+/usr/bin/python3 - "$(uri dur)" <<'PY'
+import os, random, sys, nbd
+h = nbd.NBD()
+h.set_strict_mode(h.get_strict_mode() & ~nbd.STRICT_ALIGN)
+h.connect_uri(sys.argv[1])
+d = bytearray(open("before.img", "rb").read())
+rnd = random.Random(11)
+for i in range(400):
+    n = rnd.choice([4096, 65536, 196608, 5000])
+    o = rnd.randrange(0, len(d) - n)
+    buf = os.urandom(n)
+    h.pwrite(buf, o)
+    d[o:o + n] = buf
+h.flush()
+open("flushed.img", "wb").write(d)
+with open("post.txt", "w") as f:      # after the flush: may or may not be there
+    for i in range(50):
+        o = rnd.randrange(0, 4096) * 4096
+        h.pwrite(os.urandom(4096), o)
+        print(o, file=f)
+PY
+pid=$(server_pid dur); kill -KILL "$pid"; wait "$pid" 2>/dev/null || true; _pid_dur=
+python3 - <<'PY' || fail "dur: data acknowledged before the flush is missing after kill -9"
+import sys
+a = open("disk.img", "rb").read(); f = open("flushed.img", "rb").read()
+post = {int(l) for l in open("post.txt")}
+bad = [o for o in range(0, len(f), 4096) if a[o:o + 4096] != f[o:o + 4096] and o not in post]
+changed = sum(a[o:o + 4096] != f[o:o + 4096] for o in post)
+print(f"{changed} of {len(post)} blocks written after the flush reached the file")
+sys.exit(1 if bad else 0)
+PY
+info "dur: kill -9 after the flush: everything flushed is in the file"
