@@ -6,7 +6,8 @@
 # boundary; with a stripe that is not a power of two (3 data disks),
 # the geometry from gmblock-stripe below or above the cache (registry)
 # or from the preferred block size below (no stripe filter).  Dirty
-# evictions in a tiny cache keep to stripes too.  Then data through the
+# evictions in a tiny cache keep to stripes too; stripes that start
+# inside the export (a partition of md) are found.  Data through the
 # gmblock plugin byte for byte: nbdcopy both ways, and a kill -9 after
 # a flush loses nothing acknowledged before it.
 . "$(dirname "$0")/functions.sh"
@@ -204,3 +205,42 @@ print(f"{changed} of {len(post)} blocks written after the flush reached the file
 sys.exit(1 if bad else 0)
 PY
 info "dur: kill -9 after the flush: everything flushed is in the file"
+
+# 8. Stripes that do not start at the export's start: a partition of md
+# RAID5 (64K x 3) starting 1M in (tests/fake-sysfs.py tree, detected by
+# gmblock-stripe): stripes start at 128K + k x 192K.  [128K, 320K) is
+# one aligned write; [0, 128K), the cut first stripe, and 320K alone are
+# partial; gmblock-stripe below counts the same.
+randfile part.img $((4 << 20)); cp part.img part.want
+python3 "$top/tests/fake-sysfs.py" sys switch --storage-dev "$(stat -c %Hd:%Ld part.img)"
+link=sys/dev/block/$(stat -c %Hd:%Ld part.img)
+md0=$T/sys/devices/virtual/block/md0
+echo raid5 >"$md0/md/level"; echo 4 >"$md0/md/raid_disks"; echo 2 >"$md0/md/layout"
+mkdir -p "$md0/md0p1"; echo 1 >"$md0/md0p1/partition"; echo 2048 >"$md0/md0p1/start"
+ln -sfn "$(realpath --relative-to="$(dirname "$link")" "$md0/md0p1")" "$link"
+start_server part --filter=gmblock-cache --filter=gmblock-stripe gmblock file="$T/part.img" \
+    direct=false stripe-sysfs="$T/sys" cache-mode=writeback cache-size=4M \
+    writeback-interval=3600 cache-stats="$T/part.stats" stripe-stats="$T/part.sstats"
+/usr/bin/python3 - "$(uri part)" <<'PY'
+import os, sys, nbd
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+d = bytearray(open("part.want", "rb").read())
+for k in (5, 0, 3, 1, 2, 4):             # 64K blocks, shuffled
+    b = os.urandom(65536)
+    h.pwrite(b, k * 65536)
+    d[k * 65536:(k + 1) * 65536] = b
+h.flush()
+h.shutdown()
+open("part.want", "wb").write(d)
+PY
+stop_server part
+cmp part.img part.want || fail "part: data below differs"
+expect "part: stripe offset" "$(scounter part.sstats offset)" 1048576
+expect "part: wb_full_stripe_writes" "$(ccounter part.stats wb_full_stripe_writes)" 1
+expect "part: wb_partial_stripe_writes" "$(ccounter part.stats wb_partial_stripe_writes)" 2
+expect "part: wb_merged_writes" "$(ccounter part.stats wb_merged_writes)" 2
+expect "part: wb_blocks" "$(ccounter part.stats wb_blocks)" 6
+expect "part: stripe writes_full_stripe" "$(scounter part.sstats writes_full_stripe)" 1
+expect "part: stripe writes_partial" "$(scounter part.sstats writes_partial)" 2
+info "part: stripes 1M into the array: one aligned 192K write at 128K, two partial"
