@@ -40,4 +40,12 @@ struct ibv_wc;
 int gm_rdma_cq_wait (struct ibv_cq *cq, struct ibv_comp_channel *cc,
                      struct ibv_wc *wc, int other_fd, int timeout_ms);
 
+/* Destroy what a connection's queue pair needs, in order: the QP of id
+ * (if any), then *cq, *cc and *mr (each if not NULL, then set NULL).
+ */
+struct rdma_cm_id;
+struct ibv_mr;
+void gm_rdma_qp_destroy (struct rdma_cm_id *id, struct ibv_cq **cq,
+                         struct ibv_comp_channel **cc, struct ibv_mr **mr);
+
 #endif /* GMBLOCK_RDMAADDR_H */

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
 
 #include "rdmaaddr.h"
 
@@ -60,4 +61,22 @@ gm_rdma_cq_wait (struct ibv_cq *cq, struct ibv_comp_channel *cc,
     if (ibv_get_cq_event (cc, &ev_cq, &ctx) == 0)
       ibv_ack_cq_events (ev_cq, 1);
   }
+}
+
+void
+gm_rdma_qp_destroy (struct rdma_cm_id *id, struct ibv_cq **cq,
+                    struct ibv_comp_channel **cc, struct ibv_mr **mr)
+{
+  if (id && id->qp)
+    rdma_destroy_qp (id);
+  if (*cq)
+    ibv_destroy_cq (*cq);
+  if (*cc)
+    ibv_destroy_comp_channel (*cc);
+  if (mr && *mr)
+    ibv_dereg_mr (*mr);
+  *cq = NULL;
+  *cc = NULL;
+  if (mr)
+    *mr = NULL;
 }

@@ -12,6 +12,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "registry.h"
 #include "stripegeo.h"
 
 /* One line of dir/rel without its newline.  Returns 0 or -1. */
@@ -243,4 +244,33 @@ gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
   d = S_ISBLK (st.st_mode) ? st.st_rdev : st.st_dev;
   return resolve (sysroot ? sysroot : "/sys", major (d), minor (d), 0,
                   s, why, whylen);
+}
+
+int
+gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
+{
+  char *v = gm_registry_lookup (GM_REG_STRIPE);
+  unsigned long long chunk, off;
+  unsigned dd, parity;
+  int n, end = 0;
+
+  if (v == NULL)
+    return 0;
+  n = sscanf (v, "%llu:%u:%u:%llu%n", &chunk, &dd, &parity, &off, &end);
+  if (n != 4 || v[end] != '\0' || chunk == 0 || dd == 0 || parity > 2) {
+    snprintf (why, whylen, "malformed stripe geometry in the registry: "
+              "\"%s\"", v);
+    free (v);
+    return -1;
+  }
+  free (v);
+  memset (s, 0, sizeof *s);
+  s->chunk = chunk;
+  s->data_disks = dd;
+  s->parity = parity;
+  s->parity_known = true;
+  s->offset = off;
+  snprintf (s->source, sizeof s->source, "gmblock-stripe: %llu x %u, "
+            "parity %u", chunk, dd, parity);
+  return 1;
 }

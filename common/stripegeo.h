@@ -56,4 +56,10 @@ int gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
 int gm_stripe_detect (const char *sysroot, const char *path,
                       struct gm_stripe *s, char *why, size_t whylen);
 
+/* The geometry gmblock-stripe published in the registry (registry.h,
+ * GM_REG_STRIPE) for the layers above it.  Returns 1 (*s set, source
+ * says so), 0 (none published) or -1 (malformed: why says what).
+ */
+int gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen);
+
 #endif /* GMBLOCK_STRIPEGEO_H */

@@ -18,6 +18,14 @@ start_fails v6_bare 'rdma=fe80::1' 'needs brackets' -- "${f[@]}" rdma=fe80::1
 start_fails v6_open 'rdma=\[fe80::1' 'unbalanced' -- "${f[@]}" 'rdma=[fe80::1'
 start_fails pool_small 'rdma-pool=64K' 'from 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=64K
 start_fails pool_word 'rdma-pool=lots' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=lots
+start_fails threads_zero 'rdma-threads=0' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=0
+start_fails threads_big 'rdma-threads=65' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=65
+start_fails threads_word 'rdma-threads=many' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=many
+start_fails threads_neg 'rdma-threads=-1' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=-1
+start_fails piece_odd 'rdma-piece=3000' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=3000
+start_fails piece_small 'rdma-piece=2K' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=2K
+start_fails piece_big 'rdma-piece=2M' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=2M
+start_fails piece_word 'rdma-piece=big' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=big
 
 truncate -s 1M "$T/disk.img"
 if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then

@@ -7,13 +7,13 @@
  * plugin), opened with nbdkit_next_context_open.  docs/rdma-design.md
  * says why and how.
  *
- * Threads: one listener (RDMA CM events: connect requests, disconnects)
- * and one per client, which serves that client's requests one at a
- * time from its completion queue.  Buffers come from one registered,
- * 4K-aligned pool shared by all clients (rdma-pool=), one slot of
- * max_request bytes per request being served.
+ * This file: options, start-up, the listener thread (RDMA CM events:
+ * connect requests, disconnects) and accepting clients.  serve.c
+ * serves a client; stats.c counts.  Buffers come from one registered
+ * pool shared by all clients (rdma-pool=).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
@@ -24,52 +24,32 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <infiniband/verbs.h>
-#include <rdma/rdma_cma.h>
-
-#define NBDKIT_API_VERSION 2
-#include <nbdkit-filter.h>
-
-#include "counters.h"
+#include "rdma.h"
 #include "rdmaaddr.h"
-#include "rdmaproto.h"
+#include "registry.h"
 #include "sizes.h"
-
-#define NAME "gmblock-rdma"
+#include "stripegeo.h"
 
 GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
-
-enum {
-  RC_CLIENTS, RC_REFUSED, RC_DROPPED, RC_PROTO_ERRORS, RC_REQUESTS,
-  RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
-  RC_ERROR_REPLIES, RC_POOL_WAITS, RC_COUNT
-};
-static struct gm_counter rstats[RC_COUNT] = {
-  GM_COUNTER (RC_CLIENTS, "clients_accepted", "RDMA clients accepted"),
-  GM_COUNTER (RC_REFUSED, "clients_refused", "RDMA connect requests refused"),
-  GM_COUNTER (RC_DROPPED, "clients_dropped", "RDMA clients dropped for a protocol or transport error"),
-  GM_COUNTER (RC_PROTO_ERRORS, "protocol_errors", "malformed messages received"),
-  GM_COUNTER (RC_REQUESTS, "requests", "requests served (with a reply)"),
-  GM_COUNTER (RC_READ_BYTES, "read_bytes", "bytes sent to clients by RDMA WRITE"),
-  GM_COUNTER (RC_WRITE_BYTES, "write_bytes", "bytes fetched from clients by RDMA READ"),
-  GM_COUNTER (RC_RDMA_WRITES, "rdma_writes", "RDMA WRITEs posted"),
-  GM_COUNTER (RC_RDMA_READS, "rdma_reads", "RDMA READs posted"),
-  GM_COUNTER (RC_ERROR_REPLIES, "error_replies", "replies carrying an error"),
-  GM_COUNTER (RC_POOL_WAITS, "pool_waits", "requests that waited for a free pool slot"),
-};
-#define COUNT(id, n) gm_count (&rstats[id], (n))
 
 #define DEFAULT_POOL (32u << 20)
 #define MIN_POOL (1u << 20)
 #define MAX_POOL (4ull << 30)
-#define SLOT_MAX (1u << 20)     /* largest READ/WRITE offered */
+#define MAX_REQUEST (1u << 20)  /* largest READ/WRITE offered */
 #define CREDITS 16              /* offered per client at most */
+#define DEFAULT_THREADS 4
+#define MAX_THREADS 64
+#define DEFAULT_PIECE (256u << 10)
 
 /* Configuration. */
 static struct gm_rdma_addr listen_addr;
 static bool have_addr;
 static uint64_t pool_size = DEFAULT_POOL;
 static char *stats_file;
+static bool piece_set;          /* rdma-piece= given */
+struct rdma_settings gm_rdma_set = {
+  .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE,
+};
 
 /* Process-wide RDMA state, from .after_fork to .cleanup. */
 static struct rdma_event_channel *cm_ch;
@@ -80,40 +60,12 @@ static pthread_t listener;
 static bool listener_started;
 static int wake_pipe[2] = { -1, -1 };
 
-/* The pool: nslots slots of slot_size bytes, one MR. */
-static void *pool_mem;
-static struct ibv_mr *pool_mr;
-static uint32_t slot_size;
-static unsigned nslots;
-static unsigned *free_slots, nfree;
-static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t pool_cond = PTHREAD_COND_INITIALIZER;
-
-struct client {
-  struct client *next_client;
-  struct rdma_cm_id *id;
-  struct ibv_comp_channel *cc;
-  struct ibv_cq *cq;
-  struct ibv_mr *recv_mr;
-  uint8_t *recv_buf;            /* credits * GM_RP_REQUEST_SIZE */
-  nbdkit_next *next;
-  struct gm_rp_conn rp;
-  pthread_t tid;
-  bool thread_started;
-  bool gone;                    /* listener: its CM id saw the end */
-  _Atomic bool finished;        /* its thread has returned */
-  unsigned npending;            /* receives completed, not yet served */
-  struct ibv_wc pending[GM_RP_MAX_CREDITS];
-  char peer[64];
-};
+/* The pool, one MR. */
+struct gm_pool *gm_rdma_pool;
+struct ibv_mr *gm_rdma_pool_mr;
 
 static struct client *clients;  /* under clients_lock */
 static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
-
-/* wr_id tags. */
-#define WR_RECV   0x100000000ull
-#define WR_REPLY  0x200000000ull
-#define WR_RREAD  0x300000000ull
 
 /* ---- Options. */
 
@@ -144,12 +96,67 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     }
     return 0;
   }
+  if (strcmp (key, "rdma-threads") == 0) {
+    char *end;
+    unsigned long n;
+    errno = 0;
+    n = strtoul (value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-' || n < 1 ||
+        n > MAX_THREADS) {
+      nbdkit_error (NAME ": rdma-threads=%s: expected a number of request "
+                    "workers per RDMA client from 1 to %d", value, MAX_THREADS);
+      return -1;
+    }
+    gm_rdma_set.threads = n;
+    return 0;
+  }
+  if (strcmp (key, "rdma-piece") == 0) {
+    const char *w = "not a power of two";
+    uint64_t n;
+    if (gm_parse_size (value, &n, &w) == -1 ||
+        (n != 0 && (n < 4096 || n > MAX_REQUEST || (n & (n - 1))))) {
+      nbdkit_error (NAME ": rdma-piece=%s: %s (expected 0, to send each "
+                    "READ whole, or a power of two from 4K to 1M)", value, w);
+      return -1;
+    }
+    gm_rdma_set.piece = n;
+    piece_set = true;
+    return 0;
+  }
   if (strcmp (key, "rdma-stats") == 0) {
     free (stats_file);
     stats_file = nbdkit_absolute_path (value);
     return stats_file ? 0 : -1;
   }
   return next (nxdata, key, value);
+}
+
+/* gmblock-stripe below publishes its geometry: then a READ's pieces
+ * are its chunks, one stream per data disk (unless rdma-piece= says
+ * otherwise), so each member's data is sent as it lands.
+ */
+static int
+stripe_streams (void)
+{
+  struct gm_stripe g;
+  char why[256];
+  int r = gm_stripe_from_registry (&g, why, sizeof why);
+
+  if (r == -1) {
+    nbdkit_error (NAME ": %s", why);
+    return -1;
+  }
+  if (r == 0 || piece_set)
+    return 0;
+  if (g.chunk < 4096 || g.chunk > MAX_REQUEST || (g.chunk & (g.chunk - 1)) ||
+      g.offset % g.chunk) {
+    nbdkit_debug (NAME ": %s: chunks that do not fit a piece, pieces of %u "
+                  "bytes", g.source, gm_rdma_set.piece);
+    return 0;
+  }
+  gm_rdma_set.piece = g.chunk;
+  gm_rdma_set.streams = g.data_disks;
+  return 0;
 }
 
 static int
@@ -162,12 +169,16 @@ rdma_config_complete (nbdkit_next_config_complete *next,
                   GM_RDMA_DEFAULT_PORT);
     return -1;
   }
-  return next (nxdata);
+  if (next (nxdata) == -1)
+    return -1;
+  return stripe_streams ();
 }
 
 #define RDMA_CONFIG_HELP \
   "rdma=ADDR[:PORT]        Listen for RDMA clients there (port 10810).\n" \
   "rdma-pool=SIZE          Registered buffer pool shared by RDMA clients (32M).\n" \
+  "rdma-threads=N          Request workers per RDMA client (4).\n" \
+  "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
   "rdma-stats=FILE         Write counters to FILE at exit."
 
 static int
@@ -181,6 +192,8 @@ rdma_get_ready (int thread_model)
                   "that allows concurrent requests");
     return -1;
   }
+  /* One request at a time on a context: no workers side by side. */
+  gm_rdma_set.serial = thread_model < NBDKIT_THREAD_MODEL_PARALLEL;
   if (gm_rdma_have_device (why, sizeof why) == -1) {
     nbdkit_error (NAME ": rdma=%s:%s: %s", listen_addr.host, listen_addr.port,
                   why);
@@ -194,281 +207,22 @@ rdma_get_ready (int thread_model)
 static int
 pool_create (void)
 {
-  slot_size = SLOT_MAX;
-  nslots = pool_size / slot_size;
-  if (posix_memalign (&pool_mem, 4096, (size_t) nslots * slot_size)) {
-    nbdkit_error (NAME ": cannot allocate the %u MiB pool", nslots);
-    pool_mem = NULL;
+  char err[256];
+
+  gm_rdma_pool = gm_pool_create (pool_size, GM_HUGE_AUTO, err, sizeof err);
+  if (gm_rdma_pool == NULL) {
+    nbdkit_error (NAME ": rdma-pool=%" PRIu64 ": %s", pool_size, err);
     return -1;
   }
-  memset (pool_mem, 0, (size_t) nslots * slot_size);
-  pool_mr = ibv_reg_mr (pd, pool_mem, (size_t) nslots * slot_size,
-                        IBV_ACCESS_LOCAL_WRITE);
-  if (pool_mr == NULL) {
-    nbdkit_error (NAME ": ibv_reg_mr of the %u MiB pool: %m (raise "
-                  "ulimit -l, the locked memory limit)", nslots);
+  gm_rdma_pool_mr = ibv_reg_mr (pd, gm_rdma_pool->mem.addr,
+                                gm_rdma_pool->mem.len, IBV_ACCESS_LOCAL_WRITE);
+  if (gm_rdma_pool_mr == NULL) {
+    nbdkit_error (NAME ": ibv_reg_mr of the %zu MiB pool: %m (raise "
+                  "ulimit -l, the locked memory limit)",
+                  gm_rdma_pool->mem.len >> 20);
     return -1;
   }
-  free_slots = malloc (nslots * sizeof *free_slots);
-  if (free_slots == NULL)
-    return -1;
-  for (nfree = 0; nfree < nslots; nfree++)
-    free_slots[nfree] = nslots - 1 - nfree;
   return 0;
-}
-
-static unsigned
-slot_get (void)
-{
-  unsigned s;
-
-  pthread_mutex_lock (&pool_lock);
-  if (nfree == 0)
-    COUNT (RC_POOL_WAITS, 1);
-  while (nfree == 0)
-    pthread_cond_wait (&pool_cond, &pool_lock);
-  s = free_slots[--nfree];
-  pthread_mutex_unlock (&pool_lock);
-  return s;
-}
-
-static void
-slot_put (unsigned s)
-{
-  pthread_mutex_lock (&pool_lock);
-  free_slots[nfree++] = s;
-  pthread_cond_signal (&pool_cond);
-  pthread_mutex_unlock (&pool_lock);
-}
-
-static inline uint8_t *
-slot_addr (unsigned s)
-{
-  return (uint8_t *) pool_mem + (size_t) s * slot_size;
-}
-
-/* ---- One client: its completions. */
-
-/* The next work completion of c's CQ, blocking.  Returns 0, -1 on a
- * verbs failure.
- */
-static int
-cq_next (struct client *c, struct ibv_wc *wc)
-{
-  return gm_rdma_cq_wait (c->cq, c->cc, wc, -1, -1) == 1 ? 0 : -1;
-}
-
-/* Wait for the completion of wr_id; receives completed meanwhile are
- * kept for later.  Returns 0 when it succeeded, -1 otherwise.
- */
-static int
-wait_wr (struct client *c, uint64_t wr_id)
-{
-  struct ibv_wc wc;
-
-  for (;;) {
-    if (cq_next (c, &wc) == -1)
-      return -1;
-    if (wc.status != IBV_WC_SUCCESS) {
-      if (wc.status != IBV_WC_WR_FLUSH_ERR)
-        nbdkit_debug (NAME ": %s: %s", c->peer, ibv_wc_status_str (wc.status));
-      return -1;
-    }
-    if ((wc.wr_id & ~0xffffffffull) == WR_RECV) {
-      if (c->npending == GM_RP_MAX_CREDITS)
-        return -1;
-      c->pending[c->npending++] = wc;
-    }
-    else if (wc.wr_id == wr_id)
-      return 0;
-  }
-}
-
-static int
-post_recv (struct client *c, unsigned slot)
-{
-  struct ibv_sge sge = {
-    .addr = (uintptr_t) (c->recv_buf + slot * GM_RP_REQUEST_SIZE),
-    .length = GM_RP_REQUEST_SIZE,
-    .lkey = c->recv_mr->lkey,
-  };
-  struct ibv_recv_wr wr = { .wr_id = WR_RECV | slot, .sg_list = &sge,
-                            .num_sge = 1 }, *bad;
-  return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
-}
-
-/* Reply to req with error (wire value); for a successful READ, the
- * data in pool slot s is RDMA-WRITten first, on the same QP.  Waits
- * for the reply's completion.  Returns 0, or -1: drop the client.
- */
-static int
-reply (struct client *c, const struct gm_rp_request *req, uint32_t error,
-       int s)
-{
-  struct gm_rp_reply rep = { .handle = req->handle, .error = error };
-  uint8_t msg[GM_RP_REPLY_SIZE];
-  struct ibv_sge data_sge, msg_sge;
-  struct ibv_send_wr write_wr, send_wr, *bad;
-  char why[128];
-
-  gm_rp_encode_reply (&rep, msg);
-  memset (&send_wr, 0, sizeof send_wr);
-  msg_sge = (struct ibv_sge) { .addr = (uintptr_t) msg,
-                               .length = sizeof msg };
-  send_wr.wr_id = WR_REPLY;
-  send_wr.sg_list = &msg_sge;
-  send_wr.num_sge = 1;
-  send_wr.opcode = IBV_WR_SEND;
-  send_wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-  if (req->op == GM_RP_READ && error == 0) {
-    memset (&write_wr, 0, sizeof write_wr);
-    data_sge = (struct ibv_sge) { .addr = (uintptr_t) slot_addr (s),
-                                  .length = req->length,
-                                  .lkey = pool_mr->lkey };
-    write_wr.wr_id = WR_REPLY | 1;
-    write_wr.sg_list = &data_sge;
-    write_wr.num_sge = 1;
-    write_wr.opcode = IBV_WR_RDMA_WRITE;
-    write_wr.wr.rdma.remote_addr = req->addr;
-    write_wr.wr.rdma.rkey = req->rkey;
-    write_wr.next = &send_wr;
-    COUNT (RC_RDMA_WRITES, 1);
-    COUNT (RC_READ_BYTES, req->length);
-    if (ibv_post_send (c->id->qp, &write_wr, &bad))
-      return -1;
-  }
-  else if (ibv_post_send (c->id->qp, &send_wr, &bad))
-    return -1;
-  if (error)
-    COUNT (RC_ERROR_REPLIES, 1);
-  /* The reposted receive is ready: give the credit back. */
-  if (gm_rp_conn_request_end (&c->rp, req->handle, NULL, why, sizeof why) == -1)
-    return -1;
-  COUNT (RC_REQUESTS, 1);
-  return wait_wr (c, WR_REPLY);
-}
-
-/* Serve one valid request.  Returns 0, or -1: drop the client. */
-static int
-serve (struct client *c, const struct gm_rp_request *req)
-{
-  nbdkit_next *next = c->next;
-  uint32_t fl = 0;
-  int err = 0, r = 0, s = -1;
-
-  if (req->flags & GM_RP_FLAG_FUA)
-    fl |= NBDKIT_FLAG_FUA;
-  switch (req->op) {
-  case GM_RP_READ:
-    s = slot_get ();
-    r = next->pread (next, slot_addr (s), req->length, req->offset, 0, &err);
-    break;
-  case GM_RP_WRITE: {
-    struct ibv_sge sge;
-    struct ibv_send_wr wr, *bad;
-
-    s = slot_get ();
-    memset (&wr, 0, sizeof wr);
-    sge = (struct ibv_sge) { .addr = (uintptr_t) slot_addr (s),
-                             .length = req->length, .lkey = pool_mr->lkey };
-    wr.wr_id = WR_RREAD;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_RDMA_READ;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = req->addr;
-    wr.wr.rdma.rkey = req->rkey;
-    COUNT (RC_RDMA_READS, 1);
-    if (ibv_post_send (c->id->qp, &wr, &bad) || wait_wr (c, WR_RREAD)) {
-      /* A bad rkey or address breaks this client's QP only. */
-      slot_put (s);
-      return -1;
-    }
-    COUNT (RC_WRITE_BYTES, req->length);
-    r = next->pwrite (next, slot_addr (s), req->length, req->offset, fl, &err);
-    break;
-  }
-  case GM_RP_FLUSH:
-    r = next->flush (next, 0, &err);
-    break;
-  case GM_RP_TRIM:
-    r = next->trim (next, req->length, req->offset, fl, &err);
-    break;
-  case GM_RP_ZERO:
-    if (!(req->flags & GM_RP_FLAG_NO_HOLE))
-      fl |= NBDKIT_FLAG_MAY_TRIM;
-    if (req->flags & GM_RP_FLAG_FAST_ZERO)
-      fl |= NBDKIT_FLAG_FAST_ZERO;
-    r = next->zero (next, req->length, req->offset, fl, &err);
-    break;
-  case GM_RP_CACHE:
-    r = next->cache (next, req->length, req->offset, 0, &err);
-    break;
-  default:                      /* not advertised: refused by the checks */
-    r = -1;
-    err = EINVAL;
-  }
-  if (r == -1 && err == 0)
-    err = EIO;
-  r = reply (c, req, r == -1 ? gm_rp_error_to_wire (err) : 0, s);
-  if (s >= 0)
-    slot_put (s);
-  return r;
-}
-
-static void *
-client_run (void *arg)
-{
-  struct client *c = arg;
-  struct ibv_wc wc;
-  char why[160];
-
-  for (;;) {
-    struct gm_rp_request req;
-    unsigned slot;
-    int r;
-
-    if (c->npending) {
-      wc = c->pending[0];
-      memmove (c->pending, c->pending + 1,
-               --c->npending * sizeof c->pending[0]);
-    }
-    else if (cq_next (c, &wc) == -1)
-      break;
-    if (wc.status != IBV_WC_SUCCESS) {
-      if (wc.status != IBV_WC_WR_FLUSH_ERR) {
-        nbdkit_debug (NAME ": %s: %s", c->peer, ibv_wc_status_str (wc.status));
-        COUNT (RC_DROPPED, 1);
-      }
-      break;
-    }
-    if ((wc.wr_id & ~0xffffffffull) != WR_RECV)
-      continue;
-    slot = wc.wr_id & 0xffffffffu;
-    r = gm_rp_conn_take_request (&c->rp,
-                                 c->recv_buf + slot * GM_RP_REQUEST_SIZE,
-                                 wc.byte_len, &req, why, sizeof why);
-    if (r == -1) {
-      nbdkit_error (NAME ": %s: protocol error, dropping the client: %s",
-                    c->peer, why);
-      COUNT (RC_PROTO_ERRORS, 1);
-      COUNT (RC_DROPPED, 1);
-      break;
-    }
-    if (req.op == GM_RP_DISCONNECT)
-      break;
-    if (post_recv (c, slot) == -1) {
-      COUNT (RC_DROPPED, 1);
-      break;
-    }
-    if (r > 0 ? reply (c, &req, r, -1) : serve (c, &req)) {
-      COUNT (RC_DROPPED, 1);
-      break;
-    }
-  }
-  rdma_disconnect (c->id);
-  atomic_store (&c->finished, true);
-  return NULL;
 }
 
 /* ---- Accepting and freeing clients (listener thread). */
@@ -478,15 +232,7 @@ client_free (struct client *c)
 {
   if (c->thread_started)
     pthread_join (c->tid, NULL);
-  if (c->id && c->id->qp)
-    rdma_destroy_qp (c->id);
-  if (c->cq)
-    ibv_destroy_cq (c->cq);
-  if (c->cc)
-    ibv_destroy_comp_channel (c->cc);
-  if (c->recv_mr)
-    ibv_dereg_mr (c->recv_mr);
-  free (c->recv_buf);
+  gm_rdma_client_release (c);
   if (c->next) {
     c->next->finalize (c->next);
     nbdkit_next_context_close (c->next);
@@ -539,7 +285,7 @@ open_below (struct client *c, struct gm_rp_limits *l)
   l->min_block = bmin;
   l->pref_block = bpref;
   l->max_block = bmax;
-  l->max_request = gm_round_down (bmax < slot_size ? bmax : slot_size, bmin);
+  l->max_request = gm_round_down (bmax < MAX_REQUEST ? bmax : MAX_REQUEST, bmin);
   l->credits = CREDITS;
   if (!w)
     l->flags |= GM_RP_TF_READ_ONLY;
@@ -594,12 +340,10 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   struct client *c;
   struct gm_rp_limits offer;
   struct gm_rp_welcome w;
-  struct ibv_qp_init_attr qa;
   struct rdma_conn_param accept;
   uint8_t msg[GM_RP_WELCOME_SIZE];
   char why[160];
   char peer[64];
-  unsigned i;
 
   peer_name (id, peer, sizeof peer);
   if (id->verbs != pd->context) {
@@ -608,7 +352,7 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     refuse (id, &w, peer);
     return;
   }
-  c = calloc (1, sizeof *c);
+  c = gm_rdma_client_new ();
   if (c == NULL) {
     gm_rp_welcome_refusal (&w, GM_RP_ENOMEM, "out of memory");
     refuse (id, &w, peer);
@@ -628,28 +372,8 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     goto refused;
   }
   c->id = id;
-  c->recv_buf = calloc (c->rp.lim.credits, GM_RP_REQUEST_SIZE);
-  c->cc = ibv_create_comp_channel (id->verbs);
-  if (c->recv_buf == NULL || c->cc == NULL)
+  if (gm_rdma_client_setup (c) == -1)
     goto failed;
-  c->cq = ibv_create_cq (id->verbs, 3 * c->rp.lim.credits + 8, c, c->cc, 0);
-  c->recv_mr = ibv_reg_mr (pd, c->recv_buf,
-                           c->rp.lim.credits * GM_RP_REQUEST_SIZE,
-                           IBV_ACCESS_LOCAL_WRITE);
-  if (c->cq == NULL || c->recv_mr == NULL)
-    goto failed;
-  memset (&qa, 0, sizeof qa);
-  qa.send_cq = qa.recv_cq = c->cq;
-  qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = 8;
-  qa.cap.max_recv_wr = c->rp.lim.credits;
-  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  qa.cap.max_inline_data = GM_RP_REPLY_SIZE;
-  if (rdma_create_qp (id, pd, &qa))
-    goto failed;
-  for (i = 0; i < c->rp.lim.credits; i++)
-    if (post_recv (c, i) == -1)
-      goto failed;
   gm_rp_encode_welcome (&w, msg);
   memset (&accept, 0, sizeof accept);
   accept.private_data = msg;
@@ -660,10 +384,8 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   if (rdma_accept (id, &accept))
     goto failed;
   id->context = c;
-  if (pthread_create (&c->tid, NULL, client_run, c)) {
+  if (pthread_create (&c->tid, NULL, gm_rdma_client_run, c))
     rdma_disconnect (id);
-    c->thread_started = false;
-  }
   else
     c->thread_started = true;
   pthread_mutex_lock (&clients_lock);
@@ -671,8 +393,9 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   clients = c;
   pthread_mutex_unlock (&clients_lock);
   COUNT (RC_CLIENTS, 1);
-  nbdkit_debug (NAME ": accepted %s: %u credits, max request %u",
-                peer, c->rp.lim.credits, c->rp.lim.max_request);
+  nbdkit_debug (NAME ": accepted %s: %u credits, max request %u, "
+                "%u workers", peer, c->rp.lim.credits,
+                c->rp.lim.max_request, c->nworkers);
   return;
 
  failed:
@@ -839,10 +562,14 @@ rdma_after_fork (nbdkit_backend *b)
   }
   listener_started = true;
   freeaddrinfo (ai);
-  nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %u x %u bytes",
+  nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %zu bytes (%s), "
+                "%u workers per client, pieces of %u bytes%s",
                 listen_addr.host, listen_addr.port,
-                ibv_get_device_name (listen_id->verbs->device), nslots,
-                slot_size);
+                ibv_get_device_name (listen_id->verbs->device),
+                gm_rdma_pool->mem.len, gm_rdma_pool->mem.backing,
+                gm_rdma_set.serial ? 1 : gm_rdma_set.threads,
+                gm_rdma_set.piece,
+                gm_rdma_set.streams ? ", one stream per stripe data disk" : "");
   return 0;
 
  fail:
@@ -871,14 +598,17 @@ rdma_cleanup (nbdkit_backend *b)
     rdma_destroy_id (listen_id);
     listen_id = NULL;
   }
-  if (pool_mr) {
-    ibv_dereg_mr (pool_mr);
-    pool_mr = NULL;
+  if (gm_rdma_pool_mr) {
+    ibv_dereg_mr (gm_rdma_pool_mr);
+    gm_rdma_pool_mr = NULL;
   }
-  free (pool_mem);
-  pool_mem = NULL;
-  free (free_slots);
-  free_slots = NULL;
+  if (gm_rdma_pool) {
+    struct gm_pool_stats ps;
+    gm_pool_get_stats (gm_rdma_pool, &ps);
+    atomic_store (&gm_rdma_stats[RC_POOL_WAITS].value, ps.waits);
+    gm_pool_destroy (gm_rdma_pool);
+    gm_rdma_pool = NULL;
+  }
   if (pd) {
     ibv_dealloc_pd (pd);
     pd = NULL;
@@ -897,9 +627,7 @@ rdma_cleanup (nbdkit_backend *b)
 static void
 rdma_unload (void)
 {
-  if (gm_counters_report (gmblock_rdma_debug_stats, stats_file, NAME,
-                          rstats, RC_COUNT, NULL, NULL) == -1)
-    nbdkit_error (NAME ": rdma-stats=%s: %m", stats_file);
+  gm_rdma_stats_report (stats_file, gmblock_rdma_debug_stats);
   free (stats_file);
 }
 

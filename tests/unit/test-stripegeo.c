@@ -7,6 +7,7 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "registry.h"
 #include "stripegeo.h"
 #include "unit.h"
 
@@ -197,5 +198,28 @@ main (void)
   levels ();
   hints ();
   tree ();
+  /* What gmblock-stripe publishes for the layers above it. */
+  {
+    struct gm_stripe s;
+    char why[200];
+
+    unsetenv ("GMBLOCK_REG_" GM_REG_STRIPE);
+    CHECK (gm_stripe_from_registry (&s, why, sizeof why) == 0);
+    CHECK (gm_registry_publish (GM_REG_STRIPE, "65536:3:1:1048576") == 0);
+    CHECK (gm_stripe_from_registry (&s, why, sizeof why) == 1);
+    CHECK_EQ_U64 (s.chunk, 65536);
+    CHECK_EQ_U64 (s.data_disks, 3);
+    CHECK_EQ_U64 (s.parity, 1);
+    CHECK_EQ_U64 (s.offset, 1048576);
+    CHECK_EQ_U64 (gm_stripe_width (&s), 196608);
+    const char *bad[] = { "65536:3:1", "0:3:1:0", "65536:0:1:0", "65536:3:3:0",
+                          "65536:3:1:0x", "x" };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+      CHECK (gm_registry_publish (GM_REG_STRIPE, bad[i]) == 0);
+      CHECK (gm_stripe_from_registry (&s, why, sizeof why) == -1);
+      CHECK (strstr (why, bad[i]) != NULL);
+    }
+    unsetenv ("GMBLOCK_REG_" GM_REG_STRIPE);
+  }
   UNIT_DONE ();
 }

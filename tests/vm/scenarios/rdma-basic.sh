@@ -56,9 +56,14 @@ must nbdcopy "$LAB_RUN/a.img" "$bridge_uri"
 must nbdcopy nbd://127.0.0.1:10809 "$LAB_RUN/out.img"
 cmp -n $((64 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" || fail "written over RDMA, read over TCP: differs"
 step "stop the server while the bridge is still connected"
-python3 -m nbd -u "$bridge_uri" -c 'import time; h.pread(4096, 0); time.sleep(6)' &
+# The holder says when it is connected (a loaded TCG guest can take
+# seconds to connect): stopping the server earlier would test a refused
+# connect instead.
+rm -f "$LAB_RUN/held"
+python3 -m nbd -u "$bridge_uri" -c "import time; h.pread(4096, 0); open('$LAB_RUN/held', 'w').close(); time.sleep(6)" &
 holder=$!
-sleep 2
+for i in $(seq 150); do [ -e "$LAB_RUN/held" ] && break; kill -0 $holder 2>/dev/null || break; sleep 0.2; done
+[ -e "$LAB_RUN/held" ] || fail "the NBD client could not connect through the bridge"
 stop srv2
 wait "$holder" || fail "the NBD client holding a bridge connection failed"
 stop br2

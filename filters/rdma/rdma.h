@@ -1,0 +1,119 @@
+/* gmblock-rdma filter: what its files share.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * rdma.c    options, start-up, the listener thread, accepting clients
+ * serve.c   one client: its completion poller and its request workers
+ * stats.c   counters, and the overlap of disk and network per size
+ */
+#ifndef GMBLOCK_RDMA_FILTER_H
+#define GMBLOCK_RDMA_FILTER_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-filter.h>
+
+#include "counters.h"
+#include "overlap.h"
+#include "pool.h"
+#include "rdmaproto.h"
+
+#define NAME "gmblock-rdma"
+
+#define MAX_PIECES 16           /* a READ is sent in at most this many */
+
+enum {
+  RC_CLIENTS, RC_REFUSED, RC_DROPPED, RC_PROTO_ERRORS, RC_REQUESTS,
+  RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
+  RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES, RC_COUNT
+};
+extern struct gm_counter gm_rdma_stats[RC_COUNT];
+#define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
+
+/* Settings (rdma.c), fixed once the server runs. */
+struct rdma_settings {
+  unsigned threads;             /* request workers per client */
+  uint32_t piece;               /* split READs into pieces this big; 0: no */
+  uint32_t streams;             /* stripe data disks: pieces per stream
+                                 * by chunk column; 0: a stream a piece */
+  bool serial;                  /* the stack below serialises requests */
+};
+extern struct rdma_settings gm_rdma_set;
+
+/* The registered pool (rdma.c). */
+extern struct gm_pool *gm_rdma_pool;
+extern struct ibv_mr *gm_rdma_pool_mr;
+
+/* A piece of a READ: read from the stack below, then RDMA-WRITten. */
+struct piece {
+  uint32_t off, len;            /* in the request */
+  uint16_t stream;
+};
+
+enum req_state { RQ_FREE, RQ_SETUP, RQ_QUEUED, RQ_ACTIVE, RQ_REPLIED };
+
+/* One request being served.  A client has 'credits' of them. */
+struct req {
+  enum req_state state;
+  struct gm_rp_request r;
+  uint32_t error;               /* wire error; the first failure wins */
+  uint32_t count;               /* BLOCK_STATUS extents */
+  void *buf;                    /* from the pool while it is served */
+  size_t buflen;
+  unsigned npieces, nstreams;
+  unsigned next_stream;         /* next stream a worker may claim */
+  unsigned streams_left;        /* the worker ending the last replies */
+  struct piece piece[MAX_PIECES];
+  bool rread_done, rread_ok;    /* WRITE: the RDMA READ's completion */
+  uint64_t t0;                  /* taken from its receive */
+  struct gm_span disk[MAX_PIECES], net[MAX_PIECES];
+};
+
+struct client {
+  struct client *next_client;
+  struct rdma_cm_id *id;
+  struct ibv_comp_channel *cc;
+  struct ibv_cq *cq;
+  struct ibv_mr *recv_mr;
+  uint8_t *recv_buf;            /* credits * GM_RP_REQUEST_SIZE */
+  nbdkit_next *next;
+  char peer[64];
+  bool gone;                    /* listener: its CM id saw the end */
+  bool thread_started;
+  pthread_t tid;                /* the poller */
+  _Atomic bool finished;        /* the poller has returned */
+
+  /* Shared by the poller and the workers, under lock. */
+  pthread_mutex_t lock;
+  pthread_cond_t work;          /* workers: something to do */
+  pthread_cond_t rread;         /* a WRITE's RDMA READ completed */
+  struct gm_rp_conn rp;
+  struct req *reqs;             /* [credits] */
+  unsigned *queue, qhead, qlen; /* ring of request indexes [credits] */
+  struct gm_rp_request *deferred; /* taken while no req was free */
+  uint32_t *deferred_error;
+  unsigned ndeferred;
+  bool stop;                    /* workers: leave */
+  bool closing;                 /* DISCONNECT: answer the rest, then end */
+  unsigned nworkers, nstarted, running;
+  pthread_t *workers;
+  int wake_fd;                  /* eventfd: a worker left */
+};
+
+/* serve.c */
+struct client *gm_rdma_client_new (void);
+int gm_rdma_client_setup (struct client *c);   /* after accept_hello */
+void *gm_rdma_client_run (void *c);            /* the poller thread */
+void gm_rdma_client_release (struct client *c); /* its serve.c parts */
+
+/* stats.c */
+void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);
+void gm_rdma_stats_report (const char *stats_file, int to_stderr);
+
+#endif /* GMBLOCK_RDMA_FILTER_H */

@@ -1,0 +1,635 @@
+/* gmblock-rdma filter: serving one RDMA client.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Each client has one poller thread and a few request workers
+ * (rdma-threads=).  The poller owns the completion queue: it checks
+ * each received request, reposts the receive and queues the request;
+ * it frees a request's buffer when its reply has completed.  Workers
+ * serve the requests through the client's context on the stack below.
+ *
+ * A READ is cut into pieces (rdma-piece=, or the stripe chunks that
+ * gmblock-stripe publishes, grouped into one stream per data disk).
+ * Workers claim streams; each piece is RDMA-WRITten to the client the
+ * moment its read returns, in whatever order the pieces land, and the
+ * worker that ends the last stream posts the reply behind them on the
+ * same queue pair, so it cannot overtake the data.  The worker that
+ * starts a request keeps claiming its streams until none is left, so
+ * a request never waits for an idle worker to progress.
+ *
+ * Nothing is allocated per request: a client has 'credits' request
+ * slots, and buffers come from the shared registered pool.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "rdma.h"
+#include "rdmaaddr.h"
+
+/* wr_id: the kind in the high half; below, the receive slot, or the
+ * request index << 8 | the piece.
+ */
+#define WR_RECV   (1ull << 32)
+#define WR_REPLY  (2ull << 32)
+#define WR_RREAD  (3ull << 32)
+#define WR_DATA   (4ull << 32)
+#define WR_KIND(w) ((w) & ~0xffffffffull)
+#define WR_REQ(w) ((unsigned) (((w) >> 8) & 0xffffff))
+#define WR_PIECE(w) ((unsigned) ((w) & 0xff))
+
+static inline unsigned
+req_index (struct client *c, struct req *q)
+{
+  return q - c->reqs;
+}
+
+static int
+post_recv (struct client *c, unsigned slot)
+{
+  struct ibv_sge sge = {
+    .addr = (uintptr_t) (c->recv_buf + slot * GM_RP_REQUEST_SIZE),
+    .length = GM_RP_REQUEST_SIZE,
+    .lkey = c->recv_mr->lkey,
+  };
+  struct ibv_recv_wr wr = { .wr_id = WR_RECV | slot, .sg_list = &sge,
+                            .num_sge = 1 }, *bad;
+  return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
+}
+
+/* RDMA WRITE (to the client, for READ) or READ (from it, for WRITE)
+ * of len bytes at buf <-> the client's addr + off.  Signaled.
+ */
+static int
+post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
+           uint64_t wr_id, uint32_t off, uint32_t len)
+{
+  struct ibv_sge sge = { .addr = (uintptr_t) q->buf + off, .length = len,
+                         .lkey = gm_rdma_pool_mr->lkey };
+  struct ibv_send_wr wr, *bad;
+
+  memset (&wr, 0, sizeof wr);
+  wr.wr_id = wr_id;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED;
+  wr.wr.rdma.remote_addr = q->r.addr + off;
+  wr.wr.rdma.rkey = q->r.rkey;
+  if (op == IBV_WR_RDMA_WRITE) {
+    COUNT (RC_RDMA_WRITES, 1);
+    COUNT (RC_READ_BYTES, len);
+  }
+  else
+    COUNT (RC_RDMA_READS, 1);
+  return ibv_post_send (c->id->qp, &wr, &bad) ? -1 : 0;
+}
+
+/* ---- Request slots (under c->lock). */
+
+static void
+queue_req (struct client *c, struct req *q, const struct gm_rp_request *r,
+           uint32_t error)
+{
+  q->r = *r;
+  q->error = error;
+  q->count = 0;
+  q->t0 = gm_now_ns ();
+  q->state = RQ_QUEUED;
+  c->queue[(c->qhead + c->qlen++) % c->rp.lim.credits] = req_index (c, q);
+  pthread_cond_signal (&c->work);
+}
+
+/* Its reply has completed (or can never be sent): free it, and give it
+ * to a request that arrived while every slot was busy.
+ */
+static void
+release_req (struct client *c, struct req *q)
+{
+  if (q->buf)
+    gm_pool_put (gm_rdma_pool, q->buf, q->buflen);
+  q->buf = NULL;
+  q->state = RQ_FREE;
+  if (c->ndeferred) {
+    struct gm_rp_request r = c->deferred[0];
+    uint32_t e = c->deferred_error[0];
+    memmove (c->deferred, c->deferred + 1, --c->ndeferred * sizeof r);
+    memmove (c->deferred_error, c->deferred_error + 1,
+             c->ndeferred * sizeof e);
+    queue_req (c, q, &r, e);
+  }
+}
+
+static struct req *
+free_req (struct client *c)
+{
+  for (unsigned i = 0; i < c->rp.lim.credits; i++)
+    if (c->reqs[i].state == RQ_FREE)
+      return &c->reqs[i];
+  return NULL;
+}
+
+static bool
+all_free (struct client *c)
+{
+  if (c->ndeferred || c->qlen)
+    return false;
+  for (unsigned i = 0; i < c->rp.lim.credits; i++)
+    if (c->reqs[i].state != RQ_FREE)
+      return false;
+  return true;
+}
+
+static void
+set_error (struct client *c, struct req *q, int err)
+{
+  pthread_mutex_lock (&c->lock);
+  if (q->error == 0)
+    q->error = gm_rp_error_to_wire (err ? err : EIO);
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* ---- Workers. */
+
+/* Post q's reply (after its data, on the same QP). */
+static void
+finish (struct client *c, struct req *q)
+{
+  struct gm_rp_reply rep;
+  uint8_t msg[GM_RP_REPLY_SIZE];
+  struct ibv_sge sge = { .addr = (uintptr_t) msg, .length = sizeof msg };
+  struct ibv_send_wr wr, *bad;
+  char why[128];
+  int r;
+
+  pthread_mutex_lock (&c->lock);
+  rep = (struct gm_rp_reply) { .handle = q->r.handle, .error = q->error,
+                               .count = q->count };
+  /* The receive was reposted when the request came: give the credit
+   * back with this reply. */
+  r = gm_rp_conn_request_end (&c->rp, q->r.handle, NULL, why, sizeof why);
+  q->state = RQ_REPLIED;
+  pthread_mutex_unlock (&c->lock);
+  if (rep.error)
+    COUNT (RC_ERROR_REPLIES, 1);
+  gm_rp_encode_reply (&rep, msg);
+  memset (&wr, 0, sizeof wr);
+  wr.wr_id = WR_REPLY | (uint64_t) req_index (c, q) << 8;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
+  if (r == -1 || ibv_post_send (c->id->qp, &wr, &bad)) {
+    /* The QP is broken (the poller ends the client): no completion
+     * will come.  Any RDMA READ into the buffer has completed (its
+     * worker waited for it), so the buffer can go. */
+    pthread_mutex_lock (&c->lock);
+    release_req (c, q);
+    pthread_mutex_unlock (&c->lock);
+  }
+}
+
+/* Read stream s of q's pieces, sending each as it lands. */
+static void
+run_stream (struct client *c, struct req *q, unsigned s)
+{
+  nbdkit_next *next = c->next;
+  unsigned idx = req_index (c, q), left;
+
+  for (unsigned p = 0; p < q->npieces; p++) {
+    struct piece *pc = &q->piece[p];
+    int err = 0, r;
+
+    if (pc->stream != s)
+      continue;
+    pthread_mutex_lock (&c->lock);
+    err = q->error;
+    pthread_mutex_unlock (&c->lock);
+    if (err)                    /* another stream failed: stop early */
+      break;
+    q->disk[p].start = gm_now_ns ();
+    r = next->pread (next, (uint8_t *) q->buf + pc->off, pc->len,
+                     q->r.offset + pc->off, 0, &err);
+    q->disk[p].end = gm_now_ns ();
+    if (r == -1) {
+      set_error (c, q, err);
+      break;
+    }
+    q->net[p].start = gm_now_ns ();
+    if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
+                   WR_DATA | (uint64_t) idx << 8 | p, pc->off, pc->len)) {
+      set_error (c, q, EIO);
+      break;
+    }
+  }
+  pthread_mutex_lock (&c->lock);
+  left = --q->streams_left;
+  pthread_mutex_unlock (&c->lock);
+  if (left == 0)
+    finish (c, q);
+}
+
+/* Cut q (a READ) into pieces and streams. */
+static void
+plan_read (struct req *q)
+{
+  uint64_t off = q->r.offset, end = off + q->r.length;
+  uint64_t piece = gm_rdma_set.piece, streams = gm_rdma_set.streams;
+  uint64_t a, col0 = 0;
+  unsigned n = 0;
+
+  if (gm_rdma_set.serial || piece == 0 || q->r.length <= piece) {
+    q->piece[0] = (struct piece) { 0, q->r.length, 0 };
+    q->npieces = q->nstreams = 1;
+    return;
+  }
+  /* Too many pieces: bigger ones (then a piece spans data disks, and
+   * each is its own stream). */
+  while ((end - 1) / piece - off / piece + 1 > MAX_PIECES) {
+    piece *= 2;
+    streams = 0;
+  }
+  for (a = off; a < end; n++) {
+    uint64_t b = (a / piece + 1) * piece;
+    if (b > end)
+      b = end;
+    if (n == 0)
+      col0 = a / piece;
+    q->piece[n] = (struct piece) {
+      .off = a - off, .len = b - a,
+      .stream = streams ? (a / piece - col0) % streams : n,
+    };
+    a = b;
+  }
+  q->npieces = n;
+  q->nstreams = streams && streams < n ? streams : n;
+  COUNT (RC_SPLIT_READS, 1);
+  COUNT (RC_PIECES, n);
+}
+
+/* WRITE: fetch the data from the client, then write it below. */
+static void
+serve_write (struct client *c, struct req *q, uint32_t fl)
+{
+  nbdkit_next *next = c->next;
+  int err = 0;
+  bool ok;
+
+  q->rread_done = false;
+  if (post_rdma (c, q, IBV_WR_RDMA_READ,
+                 WR_RREAD | (uint64_t) req_index (c, q) << 8,
+                 0, q->r.length)) {
+    set_error (c, q, EIO);
+    return;
+  }
+  pthread_mutex_lock (&c->lock);
+  /* Even when stopping, wait: the NIC may still write into the
+   * buffer until the READ has completed or been flushed. */
+  while (!q->rread_done)
+    pthread_cond_wait (&c->rread, &c->lock);
+  ok = q->rread_ok;
+  pthread_mutex_unlock (&c->lock);
+  if (!ok) {                    /* a bad rkey: the QP is broken */
+    set_error (c, q, EIO);
+    return;
+  }
+  COUNT (RC_WRITE_BYTES, q->r.length);
+  if (next->pwrite (next, q->buf, q->r.length, q->r.offset, fl, &err) == -1)
+    set_error (c, q, err);
+}
+
+/* The worker that takes q from the queue: everything but a READ's
+ * other streams.
+ */
+static void
+begin (struct client *c, struct req *q)
+{
+  nbdkit_next *next = c->next;
+  uint32_t fl = q->r.flags & GM_RP_FLAG_FUA ? NBDKIT_FLAG_FUA : 0;
+  int err = 0, r = 0;
+
+  if (q->error) {               /* refused by the checks: error reply */
+    finish (c, q);
+    return;
+  }
+  if (q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE) {
+    q->buflen = (q->r.length + GM_POOL_UNIT - 1) & ~(size_t) (GM_POOL_UNIT - 1);
+    q->buf = gm_pool_get (gm_rdma_pool, q->buflen);
+  }
+  switch (q->r.op) {
+  case GM_RP_READ:
+    plan_read (q);
+    pthread_mutex_lock (&c->lock);
+    q->next_stream = 1;
+    q->streams_left = q->nstreams;
+    q->state = RQ_ACTIVE;
+    if (q->nstreams > 1)
+      pthread_cond_broadcast (&c->work);
+    pthread_mutex_unlock (&c->lock);
+    /* Stream 0, then help with the others. */
+    run_stream (c, q, 0);
+    for (;;) {
+      unsigned s;
+      pthread_mutex_lock (&c->lock);
+      s = q->state == RQ_ACTIVE && q->next_stream < q->nstreams
+        ? q->next_stream++ : 0;
+      pthread_mutex_unlock (&c->lock);
+      if (s == 0)
+        return;
+      run_stream (c, q, s);
+    }
+  case GM_RP_WRITE:
+    serve_write (c, q, fl);
+    finish (c, q);
+    return;
+  case GM_RP_FLUSH:
+    r = next->flush (next, 0, &err);
+    break;
+  case GM_RP_TRIM:
+    r = next->trim (next, q->r.length, q->r.offset, fl, &err);
+    break;
+  case GM_RP_ZERO:
+    if (!(q->r.flags & GM_RP_FLAG_NO_HOLE))
+      fl |= NBDKIT_FLAG_MAY_TRIM;
+    if (q->r.flags & GM_RP_FLAG_FAST_ZERO)
+      fl |= NBDKIT_FLAG_FAST_ZERO;
+    r = next->zero (next, q->r.length, q->r.offset, fl, &err);
+    break;
+  case GM_RP_CACHE:
+    r = next->cache (next, q->r.length, q->r.offset, 0, &err);
+    break;
+  default:                      /* not advertised: refused by the checks */
+    r = -1;
+    err = EINVAL;
+  }
+  if (r == -1)
+    set_error (c, q, err);
+  finish (c, q);
+}
+
+static void *
+worker_run (void *arg)
+{
+  struct client *c = arg;
+  uint64_t one = 1;
+
+  pthread_mutex_lock (&c->lock);
+  while (!c->stop) {
+    struct req *help = NULL;
+
+    for (unsigned i = 0; i < c->rp.lim.credits && !help; i++) {
+      struct req *q = &c->reqs[i];
+      if (q->state == RQ_ACTIVE && q->next_stream < q->nstreams)
+        help = q;
+    }
+    if (help) {
+      unsigned s = help->next_stream++;
+      pthread_mutex_unlock (&c->lock);
+      run_stream (c, help, s);
+      pthread_mutex_lock (&c->lock);
+    }
+    else if (c->qlen) {
+      struct req *q = &c->reqs[c->queue[c->qhead]];
+      c->qhead = (c->qhead + 1) % c->rp.lim.credits;
+      c->qlen--;
+      q->state = RQ_SETUP;
+      pthread_mutex_unlock (&c->lock);
+      begin (c, q);
+      pthread_mutex_lock (&c->lock);
+    }
+    else
+      pthread_cond_wait (&c->work, &c->lock);
+  }
+  c->running--;
+  pthread_mutex_unlock (&c->lock);
+  if (write (c->wake_fd, &one, sizeof one) != sizeof one)
+    nbdkit_debug (NAME ": %s: wake the poller: %m", c->peer);
+  return NULL;
+}
+
+/* ---- The poller. */
+
+/* A received request.  Returns 0, or -1: end the client. */
+static int
+on_recv (struct client *c, const struct ibv_wc *wc)
+{
+  unsigned slot = wc->wr_id & 0xffffffffu;
+  struct gm_rp_request r;
+  struct req *q;
+  char why[160];
+  int e;
+
+  pthread_mutex_lock (&c->lock);
+  e = gm_rp_conn_take_request (&c->rp, c->recv_buf + slot * GM_RP_REQUEST_SIZE,
+                               wc->byte_len, &r, why, sizeof why);
+  pthread_mutex_unlock (&c->lock);
+  if (e == -1) {
+    nbdkit_error (NAME ": %s: protocol error, dropping the client: %s",
+                  c->peer, why);
+    COUNT (RC_PROTO_ERRORS, 1);
+    return -1;
+  }
+  if (r.op == GM_RP_DISCONNECT) {
+    c->closing = true;          /* answer what is in flight, then end */
+    return 0;
+  }
+  if (post_recv (c, slot) == -1)
+    return -1;
+  pthread_mutex_lock (&c->lock);
+  q = free_req (c);
+  if (q)
+    queue_req (c, q, &r, e);
+  else {
+    /* Every slot waits for its reply's completion, which comes soon;
+     * at most 'credits' receives can complete meanwhile. */
+    c->deferred_error[c->ndeferred] = e;
+    c->deferred[c->ndeferred++] = r;
+  }
+  pthread_mutex_unlock (&c->lock);
+  return 0;
+}
+
+/* One completion.  Returns 0, or -1: end the client. */
+static int
+on_completion (struct client *c, const struct ibv_wc *wc)
+{
+  uint64_t kind = WR_KIND (wc->wr_id);
+  struct req *q = NULL;
+  bool ok = wc->status == IBV_WC_SUCCESS;
+
+  if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && !c->stop)
+    nbdkit_debug (NAME ": %s: %s", c->peer, ibv_wc_status_str (wc->status));
+  if (kind == WR_RECV)
+    return ok && !c->stop ? on_recv (c, wc) : -1;
+  if (WR_REQ (wc->wr_id) >= c->rp.lim.credits)
+    return -1;
+  q = &c->reqs[WR_REQ (wc->wr_id)];
+  pthread_mutex_lock (&c->lock);
+  switch (kind) {
+  case WR_DATA:
+    q->net[WR_PIECE (wc->wr_id) % MAX_PIECES].end = gm_now_ns ();
+    break;
+  case WR_RREAD:
+    q->rread_done = true;
+    q->rread_ok = ok;
+    pthread_cond_broadcast (&c->rread);
+    break;
+  case WR_REPLY:
+    if (ok) {
+      COUNT (RC_REQUESTS, 1);
+      if (q->r.op == GM_RP_READ && q->error == 0)
+        gm_rdma_overlap_add (q, gm_now_ns ());
+    }
+    release_req (c, q);
+    break;
+  }
+  pthread_mutex_unlock (&c->lock);
+  return ok ? 0 : -1;
+}
+
+static void
+stop_workers (struct client *c)
+{
+  pthread_mutex_lock (&c->lock);
+  c->stop = true;
+  pthread_cond_broadcast (&c->work);
+  pthread_cond_broadcast (&c->rread);
+  pthread_mutex_unlock (&c->lock);
+}
+
+void *
+gm_rdma_client_run (void *arg)
+{
+  struct client *c = arg;
+  struct ibv_wc wc;
+  bool ending = false;
+  uint64_t deadline = 0;
+
+  for (;;) {
+    int r = gm_rdma_cq_wait (c->cq, c->cc, &wc, c->wake_fd,
+                             ending ? 100 : -1);
+
+    if (r == 1 && on_completion (c, &wc) == 0 && !ending) {
+      bool done;
+      pthread_mutex_lock (&c->lock);
+      done = c->closing && all_free (c);
+      pthread_mutex_unlock (&c->lock);
+      if (!done)
+        continue;
+      r = 0;                    /* DISCONNECT answered: end normally */
+    }
+    else if (r == 0) {
+      uint64_t n;
+      if (read (c->wake_fd, &n, sizeof n) != sizeof n)
+        n = 0;
+    }
+    else if (!ending && !c->stop)
+      COUNT (RC_DROPPED, 1);
+    if (!ending) {
+      /* End: the QP goes to the error state, every work request
+       * still posted completes (flushed), workers leave. */
+      ending = true;
+      deadline = gm_now_ns () + 5000000000ull;
+      rdma_disconnect (c->id);
+      stop_workers (c);
+    }
+    pthread_mutex_lock (&c->lock);
+    r = c->running == 0 && all_free (c);
+    pthread_mutex_unlock (&c->lock);
+    if (r || (c->running == 0 && gm_now_ns () > deadline))
+      break;
+  }
+  atomic_store (&c->finished, true);
+  return NULL;
+}
+
+/* ---- Set-up and release (listener thread). */
+
+struct client *
+gm_rdma_client_new (void)
+{
+  struct client *c = calloc (1, sizeof *c);
+
+  if (c == NULL)
+    return NULL;
+  c->wake_fd = -1;
+  pthread_mutex_init (&c->lock, NULL);
+  pthread_cond_init (&c->work, NULL);
+  pthread_cond_init (&c->rread, NULL);
+  return c;
+}
+
+int
+gm_rdma_client_setup (struct client *c)
+{
+  unsigned n = c->rp.lim.credits, i;
+  struct ibv_qp_init_attr qa;
+
+  c->wake_fd = eventfd (0, EFD_CLOEXEC);
+  c->reqs = calloc (n, sizeof *c->reqs);
+  c->queue = calloc (n, sizeof *c->queue);
+  c->deferred = calloc (n, sizeof *c->deferred);
+  c->deferred_error = calloc (n, sizeof *c->deferred_error);
+  c->nworkers = gm_rdma_set.serial ? 1 : gm_rdma_set.threads;
+  c->workers = calloc (c->nworkers, sizeof *c->workers);
+  c->recv_buf = calloc (n, GM_RP_REQUEST_SIZE);
+  c->cc = ibv_create_comp_channel (c->id->verbs);
+  if (c->wake_fd == -1 || !c->reqs || !c->queue || !c->deferred ||
+      !c->deferred_error || !c->workers || !c->recv_buf || !c->cc)
+    return -1;
+  /* Completions: receives, replies, RDMA READs and every piece. */
+  c->cq = ibv_create_cq (c->id->verbs, n * (MAX_PIECES + 3) + 8, c, c->cc, 0);
+  c->recv_mr = ibv_reg_mr (gm_rdma_pool_mr->pd, c->recv_buf, n * GM_RP_REQUEST_SIZE,
+                           IBV_ACCESS_LOCAL_WRITE);
+  if (c->cq == NULL || c->recv_mr == NULL)
+    return -1;
+  memset (&qa, 0, sizeof qa);
+  qa.send_cq = qa.recv_cq = c->cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = n * (MAX_PIECES + 2);
+  qa.cap.max_recv_wr = n;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  qa.cap.max_inline_data = GM_RP_REPLY_SIZE;
+  if (rdma_create_qp (c->id, gm_rdma_pool_mr->pd, &qa))
+    return -1;
+  for (i = 0; i < n; i++)
+    if (post_recv (c, i) == -1)
+      return -1;
+  for (i = 0; i < c->nworkers; i++) {
+    if (pthread_create (&c->workers[i], NULL, worker_run, c))
+      return -1;
+    c->nstarted++;
+    pthread_mutex_lock (&c->lock);
+    c->running++;
+    pthread_mutex_unlock (&c->lock);
+  }
+  return 0;
+}
+
+void
+gm_rdma_client_release (struct client *c)
+{
+  unsigned i;
+
+  stop_workers (c);
+  for (i = 0; i < c->nstarted; i++)
+    pthread_join (c->workers[i], NULL);
+  if (c->reqs)
+    for (i = 0; i < c->rp.lim.credits; i++)
+      if (c->reqs[i].buf)
+        gm_pool_put (gm_rdma_pool, c->reqs[i].buf, c->reqs[i].buflen);
+  gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);
+  if (c->wake_fd >= 0)
+    close (c->wake_fd);
+  free (c->recv_buf);
+  free (c->reqs);
+  free (c->queue);
+  free (c->deferred);
+  free (c->deferred_error);
+  free (c->workers);
+  pthread_mutex_destroy (&c->lock);
+  pthread_cond_destroy (&c->work);
+  pthread_cond_destroy (&c->rread);
+}
