@@ -219,3 +219,93 @@ point "$md0"
 truncate -s 32K tiny.img
 start_fails tiny 'the detected chunk 64K \(md0 raid5\) is larger than the export \(32K\)' 'stripe-chunk=SIZE' -- \
     --filter=gmblock-stripe gmblock file="$T/tiny.img" stripe-sysfs="$T/sys"
+
+# 9. A reshape while serving (md/reshape_position, raid_disks "5 (4)",
+# sync_action reshape, chunk_size "NEW (OLD)" as md shows it): each new
+# connection reads the geometry again.  During the reshape new
+# connections pass through (said once); after it they get the new
+# geometry (said once, counted); a connection opened before keeps its
+# own.  Data written and read across it is byte-exact.
+point "$md0"
+md=$md0/md
+echo raid5 >"$md/level"; echo 4 >"$md/raid_disks"; echo 2 >"$md/layout"
+echo 65536 >"$md/chunk_size"; echo none >"$md/reshape_position"; echo idle >"$md/sync_action"
+serve grow "${gm[@]}" direct=false
+MD=$md PREF0=$pref0 URI=$(uri grow) DISK=$T/disk.img /usr/bin/python3 - <<'PY' || fail "grow: see above"
+import os, nbd
+md, pref0, uri = os.environ["MD"], int(os.environ["PREF0"]), os.environ["URI"]
+def put(f, v): open(os.path.join(md, f), "w").write(v + "\n")
+def conn():
+    h = nbd.NBD(); h.connect_uri(uri); return h
+def pref(h): return h.get_block_size(nbd.SIZE_PREFERRED)
+def check(what, got, want):
+    if got != want: raise SystemExit("grow: %s: got %r, expected %r" % (what, got, want))
+h1 = conn()                                   # 3 x 64K
+check("before: preferred", pref(h1), 131072)
+a = os.urandom(1 << 20)
+h1.pwrite(a, 3 << 20)
+put("raid_disks", "5 (4)"); put("sync_action", "reshape"); put("reshape_position", "1024")
+h2, h3 = conn(), conn()                       # during: pass-through
+check("during: preferred", pref(h2), pref0)
+check("during (2nd): preferred", pref(h3), pref0)
+check("during: data written before", h2.pread(1 << 20, 3 << 20), a)
+b = os.urandom(1 << 20)
+h2.pwrite(b, 5 << 20)
+h1.cache(4096, 4096)                          # old connection: [0, 192K)
+h2.cache(4096, 4096)                          # as is
+put("reshape_position", "none"); put("sync_action", "idle"); put("raid_disks", "5")
+h4 = conn()                                   # after: 4 x 64K
+check("after: preferred", pref(h4), 262144)
+check("after: data written during", h4.pread(1 << 20, 5 << 20), b)
+check("after: old connection reads it too", h1.pread(1 << 20, 5 << 20), b)
+h4.cache(4096, 4096)                          # [0, 256K)
+# A chunk change: md shows "NEW (OLD)" and a position.
+put("chunk_size", "131072 (65536)"); put("reshape_position", "0")
+check("chunk change: preferred", pref(conn()), pref0)
+put("chunk_size", "131072"); put("reshape_position", "none")
+check("after the chunk change: preferred", pref(conn()), 524288)
+for h in (h1, h2, h3, h4): h.shutdown()
+with open(os.environ["DISK"], "rb") as f:
+    f.seek(3 << 20); check("on the disk: first write", f.read(1 << 20) == a, True)
+    f.seek(5 << 20); check("on the disk: write during", f.read(1 << 20) == b, True)
+PY
+stop_server grow
+n=$(grep -c 'a reshape is in progress (reshape_position 1024).*new connections pass through until it ends' "$T/grow.log" || true)
+[[ $n == 1 ]] || { cat "$T/grow.log" >&2; fail "grow: the reshape note appeared $n times, expected once"; }
+grep -q 'geometry for new connections: md0 raid5: chunk 64K, 4 data disks, parity 1, full stripe 256K.*(was: none (a reshape' "$T/grow.log" ||
+    { cat "$T/grow.log" >&2; fail "grow: no note of the new geometry"; }
+grep -q 'a reshape is in progress (chunk_size 131072 (65536))\|reshape_position 0' "$T/grow.log" ||
+    { cat "$T/grow.log" >&2; fail "grow: no note of the chunk change"; }
+grep -q 'geometry for new connections: md0 raid5: chunk 128K, 4 data disks, parity 1, full stripe 512K' "$T/grow.log" ||
+    { cat "$T/grow.log" >&2; fail "grow: no note of the new chunk"; }
+expect "grow: reshape_connections" "$(scounter grow.stats reshape_connections)" 3
+expect "grow: geometry_changes" "$(scounter grow.stats geometry_changes)" 2
+expect "grow: cache_rounded" "$(scounter grow.stats cache_rounded)" 2
+expect "grow: cache_bytes_out" "$(scounter grow.stats cache_bytes_out)" $((196608 + 4096 + 262144))
+expect "grow: chunk at exit" "$(scounter grow.stats chunk)" 131072
+expect "grow: data_disks at exit" "$(scounter grow.stats data_disks)" 4
+expect "grow: reshape at exit" "$(scounter grow.stats reshape)" 0
+info "grow: $(grep -c 'new connections' "$T/grow.log") notes, reshape_connections 3, geometry_changes 2"
+
+# Started during a reshape: pass-through, options or not (neither
+# geometry holds for the whole array); shaped once it has ended.
+echo 65536 >"$md/chunk_size"; echo 4 >"$md/raid_disks"; echo 2048 >"$md/reshape_position"
+serve late "${gm[@]}" stripe-chunk=64K stripe-data-disks=3
+expect "late: during, with options: preferred" "$(bsize late preferred)" "$pref0"
+echo none >"$md/reshape_position"
+expect "late: after: preferred" "$(bsize late preferred)" 131072
+stop_server late
+grep -q 'a reshape is in progress (reshape_position 2048).*passing everything through until it ends' "$T/late.log" ||
+    { cat "$T/late.log" >&2; fail "late: no start-up note"; }
+expect "late: geometry_changes" "$(scounter late.stats geometry_changes)" 1
+expect "late: active at exit" "$(scounter late.stats active)" 1
+
+# The array stops striping while served (md's takeover of a 2-disk
+# RAID5 into RAID1): new connections pass through, with a note.
+serve takeover "${gm[@]}"
+echo raid1 >"$md/level"; echo 2 >"$md/raid_disks"
+expect "takeover: preferred" "$(bsize takeover preferred)" "$pref0"
+stop_server takeover
+grep -q 'no RAID geometry: md0: md level raid1 does not stripe (mirrors): new connections pass through (was: md0 raid5' "$T/takeover.log" ||
+    { cat "$T/takeover.log" >&2; fail "takeover: no note"; }
+echo raid5 >"$md/level"; echo 4 >"$md/raid_disks"

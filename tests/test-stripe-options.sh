@@ -2,7 +2,7 @@
 # gmblock-stripe: every refused option or combination names the option
 # and what it accepts; nbdkit exits non-zero at start-up.
 . "$(dirname "$0")/functions.sh"
-require nbdkit
+require nbdkit nbdinfo nbdcopy
 cd "$T"
 
 st=(--filter=gmblock-stripe memory 64M)
@@ -17,7 +17,13 @@ start_fails disks_zero 'stripe-data-disks=0' 'whole number from 1 to 1024' -- "$
 start_fails disks_big 'stripe-data-disks=1025' 'from 1 to 1024' -- "${st[@]}" stripe-chunk=512 stripe-data-disks=1025
 start_fails disks_neg 'stripe-data-disks=-2' 'whole number' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=-2
 start_fails disks_word 'stripe-data-disks=three' 'RAID5 on 4 disks has 3' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=three
+start_fails chunk_empty 'stripe-chunk=: empty value' 'power of two from 512 to 32M' -- "${st[@]}" stripe-chunk= stripe-data-disks=4
+start_fails chunk_neg 'stripe-chunk=-64K: negative' 'power of two' -- "${st[@]}" stripe-chunk=-64K stripe-data-disks=4
+start_fails chunk_frac 'stripe-chunk=1.5M' 'power of two from 512 to 32M' -- "${st[@]}" stripe-chunk=1.5M stripe-data-disks=2
+start_fails disks_frac 'stripe-data-disks=3.5' 'whole number from 1 to 1024' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=3.5
+start_fails disks_empty 'stripe-data-disks=:' 'whole number from 1 to 1024' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=
 start_fails parity_3 'stripe-parity=3' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=3
+start_fails parity_neg 'stripe-parity=-1' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=-1
 start_fails parity_word 'stripe-parity=raid5' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=raid5
 
 # Incomplete or contradictory combinations (nothing is detected below
@@ -41,3 +47,24 @@ for ok in "stripe-chunk=512 stripe-data-disks=1024" "stripe-chunk=32M stripe-dat
         { cat "$T/ok.out" >&2; fail "refused valid options: $ok"; }
 done
 info "the limits (512 x 1024, 32M x 1, RAID6 2+2, RAID5 1+1) are accepted"
+
+# No gmblock plugin below (the memory plugin names no device): without
+# options one note and nothing changed; with both options alone the
+# stripe is used, and data passes byte-exact.
+bsize () { nbdinfo --json "$(uri "$1")" | /usr/bin/python3 -c "import json,sys; print(json.load(sys.stdin)['exports'][0].get('block_size_$2'))"; }
+start_server plainmem memory 16M
+pref0=$(bsize plainmem preferred)
+stop_server plainmem
+start_server nodev --filter=gmblock-stripe memory 16M
+[[ $(bsize nodev preferred) == "$pref0" ]] || fail "nodev: the preferred block size changed without a geometry"
+stop_server nodev
+n=$(grep -c 'no RAID geometry: no gmblock plugin below names the device: passing everything through' "$T/nodev.log" || true)
+[[ $n == 1 ]] || { cat "$T/nodev.log" >&2; fail "nodev: the note appeared $n times, expected once"; }
+start_server alone --filter=gmblock-stripe memory 16M stripe-chunk=128K stripe-data-disks=3 stripe-parity=1
+[[ $(bsize alone preferred) == 262144 ]] || fail "alone: preferred is not 256K (the largest power of two in 3 x 128K)"
+randfile in.img $((16 << 20))
+nbdcopy in.img "$(uri alone)"
+nbdcopy "$(uri alone)" out.img
+stop_server alone
+cmp in.img out.img || fail "alone: data through the filter with options alone differs"
+info "no plugin naming a device: one note without options; options alone: preferred 256K, 16 MiB byte-exact"

@@ -1,11 +1,14 @@
-/* gmblock-stripe filter: deciding the geometry at start-up.
+/* gmblock-stripe filter: deciding the geometry.
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * The device comes from the registry (common/registry: the gmblock
  * plugin publishes the file it serves), its geometry from
  * common/stripegeo; options override what was detected, with a
- * warning when they disagree, and stand alone when nothing was.
+ * warning when they disagree (at start-up), and stand alone when
+ * nothing was.  The same decision is made again as each connection
+ * opens (reshape.c): 'current' is the latest, for new connections.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,137 +17,236 @@
 #include "sizes.h"
 #include "stripe.h"
 
-bool sp_active;
-struct gm_stripe geo;
-uint64_t sp_width;
+static char *device;            /* what the plugin below serves, or NULL */
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct sp_geom current;  /* under lock once serving */
+static struct sp_geom last_active; /* the last geometry shaped with */
 
 /* An option overriding a detected value: say so when they differ. */
 static void
-override (const char *key, const char *given, const char *found,
+override (bool warn, const char *key, const char *given, const char *found,
           const char *source)
 {
-  if (strcmp (given, found) != 0)
+  if (warn && strcmp (given, found) != 0)
     fprintf (stderr, "nbdkit: " SNAME ": warning: %s=%s disagrees with the "
              "detected %s (%s): using %s\n", key, given, found, source, given);
 }
 
 static void
-apply_options (bool detected)
+apply_options (struct gm_stripe *geo, bool detected, bool warn)
 {
-  char a[32], b[32], src[sizeof geo.source];
+  char a[32], b[32], src[sizeof geo->source];
 
-  snprintf (src, sizeof src, "%s", geo.source);
+  warn = warn && detected;
+  snprintf (src, sizeof src, "%s", geo->source);
   if (cfg.chunk) {
-    if (detected)
-      override ("stripe-chunk", gm_format_size (cfg.chunk, a, sizeof a),
-                gm_format_size (geo.chunk, b, sizeof b), src);
-    geo.chunk = cfg.chunk;
+    override (warn, "stripe-chunk", gm_format_size (cfg.chunk, a, sizeof a),
+              gm_format_size (geo->chunk, b, sizeof b), src);
+    geo->chunk = cfg.chunk;
   }
   if (cfg.data_disks) {
     snprintf (a, sizeof a, "%u", cfg.data_disks);
-    snprintf (b, sizeof b, "%u", geo.data_disks);
-    if (detected)
-      override ("stripe-data-disks", a, b, src);
-    geo.data_disks = cfg.data_disks;
+    snprintf (b, sizeof b, "%u", geo->data_disks);
+    override (warn, "stripe-data-disks", a, b, src);
+    geo->data_disks = cfg.data_disks;
   }
   if (cfg.parity >= 0) {
     snprintf (a, sizeof a, "%d", cfg.parity);
-    snprintf (b, sizeof b, "%u", geo.parity);
-    if (detected && geo.parity_known)
-      override ("stripe-parity", a, b, src);
-    geo.parity = cfg.parity;
-    geo.parity_known = true;
+    snprintf (b, sizeof b, "%u", geo->parity);
+    override (warn && geo->parity_known, "stripe-parity", a, b, src);
+    geo->parity = cfg.parity;
+    geo->parity_known = true;
   }
   if (detected && (cfg.chunk || cfg.data_disks || cfg.parity >= 0))
-    snprintf (geo.source, sizeof geo.source, "%.120s, with options", src);
+    snprintf (geo->source, sizeof geo->source, "%.120s, with options", src);
 }
 
 /* Options alone: they must give the whole geometry. */
 static int
-options_alone (const char *why)
+options_alone (bool startup, struct gm_stripe *geo, const char *why)
 {
   if (cfg.chunk && cfg.data_disks) {
-    memset (&geo, 0, sizeof geo);
-    snprintf (geo.source, sizeof geo.source, "options");
+    memset (geo, 0, sizeof *geo);
+    snprintf (geo->source, sizeof geo->source, "options");
     return 0;
   }
-  nbdkit_error (SNAME ": %s given without %s, and no geometry was detected "
-                "(%s): expected both stripe-chunk=SIZE and "
-                "stripe-data-disks=N", cfg.chunk ? "stripe-chunk" :
-                cfg.data_disks ? "stripe-data-disks" : "stripe-parity",
-                cfg.chunk ? "stripe-data-disks" : cfg.data_disks ?
-                "stripe-chunk" : "stripe-chunk and stripe-data-disks", why);
+  if (startup)
+    nbdkit_error (SNAME ": %s given without %s, and no geometry was "
+                  "detected (%s): expected both stripe-chunk=SIZE and "
+                  "stripe-data-disks=N", cfg.chunk ? "stripe-chunk" :
+                  cfg.data_disks ? "stripe-data-disks" : "stripe-parity",
+                  cfg.chunk ? "stripe-data-disks" : cfg.data_disks ?
+                  "stripe-chunk" : "stripe-chunk and stripe-data-disks", why);
   return -1;
+}
+
+int
+geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
+{
+  bool any_option = cfg.chunk || cfg.data_disks || cfg.parity >= 0;
+  struct gm_stripe *geo = &g->geo;
+  char a[32], b[32], w[384] = "";
+  int r = 0;
+
+  memset (g, 0, sizeof *g);
+  if (device)
+    r = gm_stripe_detect (cfg.sysfs, device, geo, w, sizeof w);
+  else
+    snprintf (w, sizeof w, "no gmblock plugin below names the device");
+
+  /* Neither the old nor the new geometry holds for the whole array
+   * while md reshapes it, whatever the options say.  (stripegeo says
+   * so in why when it refuses an array for a reshape.)
+   */
+  if (r == -1 && strstr (w, "a reshape is in progress")) {
+    memset (g, 0, sizeof *g);
+    g->reshape = true;
+    snprintf (why, len, "%s", w);
+    return 0;
+  }
+  if (r != 1 && !any_option) {
+    memset (g, 0, sizeof *g);
+    snprintf (why, len, "no RAID geometry: %s", w);
+    return 0;
+  }
+  if (r != 1 && options_alone (startup, geo, w) == -1) {
+    memset (g, 0, sizeof *g);
+    snprintf (why, len, "no RAID geometry: %s, and the options do not "
+              "give a whole one", w);
+    return startup ? -1 : 0;
+  }
+  apply_options (geo, r == 1, startup);
+
+  if (geo->parity == 2 && geo->data_disks < 2) {
+    if (startup)
+      nbdkit_error (SNAME ": stripe-parity=2 (RAID6) with %u data disk: "
+                    "expected stripe-data-disks=2 or more (md's RAID6 has "
+                    "at least 4 members)", geo->data_disks);
+    snprintf (why, len, "%s: RAID6 with %u data disk", geo->source,
+              geo->data_disks);
+    memset (g, 0, sizeof *g);
+    return startup ? -1 : 0;
+  }
+  if (geo->chunk > MAX_STRIPE / geo->data_disks) {
+    if (startup && any_option) {
+      nbdkit_error (SNAME ": a full stripe of stripe-data-disks=%u x "
+                    "stripe-chunk=%s is larger than %s, the largest request "
+                    "(expected chunk x data disks up to %s)", geo->data_disks,
+                    gm_format_size (geo->chunk, a, sizeof a),
+                    gm_format_size (MAX_STRIPE, b, sizeof b), b);
+      return -1;
+    }
+    snprintf (why, len, "%s: a full stripe of %u x %s is larger than %s, "
+              "the largest request", geo->source, geo->data_disks,
+              gm_format_size (geo->chunk, a, sizeof a),
+              gm_format_size (MAX_STRIPE, b, sizeof b));
+    memset (g, 0, sizeof *g);
+    return 0;
+  }
+  g->width = gm_stripe_width (geo);
+  g->active = true;
+  return 0;
 }
 
 int
 geometry_decide (void)
 {
-  bool any_option = cfg.chunk || cfg.data_disks || cfg.parity >= 0;
-  char why[384] = "", a[32], b[32], *file;
+  char why[512];
+
+  device = gm_registry_lookup (GM_REG_SERVED_FILE);
+  if (geometry_resolve (true, &current, why, sizeof why) == -1)
+    return -1;
+  last_active = current;
+  if (current.reshape)
+    fprintf (stderr, "nbdkit: " SNAME ": %s: passing everything through "
+             "until it ends (read again as each connection opens)\n", why);
+  else if (!current.active)
+    fprintf (stderr, "nbdkit: " SNAME ": %s: passing everything through\n",
+             why);
+  return 0;
+}
+
+bool
+geometry_has_device (void)
+{
+  return device != NULL;
+}
+
+void
+geometry_current (struct sp_geom *g)
+{
+  pthread_mutex_lock (&lock);
+  *g = current;
+  pthread_mutex_unlock (&lock);
+}
+
+static bool
+same (const struct sp_geom *a, const struct sp_geom *b)
+{
+  if (a->active != b->active || a->reshape != b->reshape)
+    return false;
+  return !a->active ||
+    (a->geo.chunk == b->geo.chunk && a->geo.data_disks == b->geo.data_disks &&
+     a->geo.parity == b->geo.parity &&
+     a->geo.parity_known == b->geo.parity_known &&
+     a->geo.offset == b->geo.offset);
+}
+
+int
+geometry_replace (const struct sp_geom *g, struct sp_geom *old)
+{
   int r = 0;
 
-  file = gm_registry_lookup (GM_REG_SERVED_FILE);
-  if (file)
-    r = gm_stripe_detect (cfg.sysfs, file, &geo, why, sizeof why);
-  else
-    snprintf (why, sizeof why, "no gmblock plugin below names the device");
-  free (file);
-
-  if (r != 1 && !any_option) {
-    fprintf (stderr, "nbdkit: " SNAME ": no RAID geometry: %s: passing "
-             "everything through\n", why);
-    memset (&geo, 0, sizeof geo);
-    return 0;
-  }
-  if (r != 1 && options_alone (why) == -1)
-    return -1;
-  apply_options (r == 1);
-
-  if (geo.parity == 2 && geo.data_disks < 2) {
-    nbdkit_error (SNAME ": stripe-parity=2 (RAID6) with %u data disk: "
-                  "expected stripe-data-disks=2 or more (md's RAID6 has "
-                  "at least 4 members)", geo.data_disks);
-    return -1;
-  }
-  if (geo.chunk > MAX_STRIPE / geo.data_disks) {
-    if (!any_option) {
-      fprintf (stderr, "nbdkit: " SNAME ": %s: a full stripe of %u x %s is "
-               "larger than %s, the largest request: passing everything "
-               "through\n", geo.source, geo.data_disks,
-               gm_format_size (geo.chunk, a, sizeof a),
-               gm_format_size (MAX_STRIPE, b, sizeof b));
-      memset (&geo, 0, sizeof geo);
-      return 0;
+  pthread_mutex_lock (&lock);
+  *old = current;
+  if (!same (g, &current)) {
+    current = *g;
+    r = 1;
+    if (g->active && !same (g, &last_active)) {
+      last_active = *g;
+      r = 2;
     }
-    nbdkit_error (SNAME ": a full stripe of stripe-data-disks=%u x "
-                  "stripe-chunk=%s is larger than %s, the largest request "
-                  "(expected chunk x data disks up to %s)", geo.data_disks,
-                  gm_format_size (geo.chunk, a, sizeof a),
-                  gm_format_size (MAX_STRIPE, b, sizeof b), b);
-    return -1;
   }
-  sp_width = gm_stripe_width (&geo);
-  sp_active = true;
-  return 0;
+  pthread_mutex_unlock (&lock);
+  return r;
+}
+
+void
+geometry_describe (const struct sp_geom *g, char *buf, size_t len)
+{
+  const struct gm_stripe *geo = &g->geo;
+  char a[32], b[32], c[32];
+
+  if (!g->active) {
+    snprintf (buf, len, "none (%s)",
+              g->reshape ? "a reshape is in progress: pass-through" :
+              "pass-through");
+    return;
+  }
+  snprintf (buf, len, "%s: chunk %s, %u data disks, parity %s, full stripe "
+            "%s, offset in the array %llu, preferred block %s", geo->source,
+            gm_format_size (geo->chunk, a, sizeof a), geo->data_disks,
+            geo->parity_known ? (geo->parity == 0 ? "0" : geo->parity == 1 ?
+                                 "1" : "2") : "unknown",
+            gm_format_size (g->width, b, sizeof b),
+            (unsigned long long) geo->offset,
+            gm_format_size (shape_preferred (g), c, sizeof c));
 }
 
 void
 geometry_print (void)
 {
-  char a[32], b[32], c[32];
+  struct sp_geom g;
+  char d[512];
 
-  if (!sp_active) {
-    fprintf (stderr, "nbdkit: " SNAME ": geometry: none (pass-through)\n");
-    return;
-  }
-  fprintf (stderr, "nbdkit: " SNAME ": geometry: %s: chunk %s, %u data "
-           "disks, parity %s, full stripe %s, offset in the array %llu, "
-           "preferred block %s\n", geo.source,
-           gm_format_size (geo.chunk, a, sizeof a), geo.data_disks,
-           geo.parity_known ? (geo.parity == 0 ? "0" : geo.parity == 1 ?
-                               "1" : "2") : "unknown",
-           gm_format_size (sp_width, b, sizeof b),
-           (unsigned long long) geo.offset,
-           gm_format_size (shape_preferred (), c, sizeof c));
+  geometry_current (&g);
+  geometry_describe (&g, d, sizeof d);
+  fprintf (stderr, "nbdkit: " SNAME ": geometry: %s\n", d);
+}
+
+void
+geometry_unload (void)
+{
+  free (device);
+  device = NULL;
 }

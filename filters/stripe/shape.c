@@ -13,11 +13,11 @@
 #include "stripe.h"
 
 uint32_t
-shape_preferred (void)
+shape_preferred (const struct sp_geom *g)
 {
   uint64_t p = 1;
 
-  while (p * 2 <= sp_width)
+  while (p * 2 <= g->width)
     p *= 2;
   return p;
 }
@@ -26,22 +26,22 @@ shape_preferred (void)
  * export may start inside a stripe, as a partition does).
  */
 static uint64_t
-into_stripe (uint64_t x)
+into_stripe (const struct sp_geom *g, uint64_t x)
 {
-  return (x + geo.offset % sp_width) % sp_width;
+  return (x + g->geo.offset % g->width) % g->width;
 }
 
 void
-shape_round_out (uint64_t offset, uint32_t count, uint64_t size,
-                 uint64_t *start, uint64_t *end)
+shape_round_out (const struct sp_geom *g, uint64_t offset, uint32_t count,
+                 uint64_t size, uint64_t *start, uint64_t *end)
 {
   uint64_t s = offset, e = offset + count, r;
 
-  r = into_stripe (s);
+  r = into_stripe (g, s);
   s = s >= r ? s - r : 0;
-  r = into_stripe (e);
+  r = into_stripe (g, e);
   if (r)
-    e += sp_width - r;
+    e += g->width - r;
   if (e > size)
     e = size;
   if (e < offset + count || e - s > UINT32_MAX) {
@@ -53,25 +53,27 @@ shape_round_out (uint64_t offset, uint32_t count, uint64_t size,
 }
 
 /* Preferred: one full stripe, or the largest power of two in it;
- * maximum: at least one full stripe; minimum: unchanged.
+ * maximum: at least one full stripe; minimum: unchanged.  Each uses
+ * the geometry its connection found when it opened (the handle).
  */
 int
 sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
                uint32_t *preferred, uint32_t *maximum)
 {
+  const struct sp_geom *g = handle;
   uint32_t pref;
 
   if (next->block_size (next, minimum, preferred, maximum) == -1)
     return -1;
-  if (!sp_active)
+  if (!g->active)
     return 0;
   if (*minimum == 0) {          /* the layer below said nothing */
     *minimum = 1;
     *maximum = 0xffffffff;
   }
-  if (*maximum != 0xffffffff && *maximum < sp_width)
-    *maximum = gm_round_up (sp_width, *minimum);
-  pref = shape_preferred ();
+  if (*maximum != 0xffffffff && *maximum < g->width)
+    *maximum = gm_round_up (g->width, *minimum);
+  pref = shape_preferred (g);
   if (pref < *minimum)
     pref = *minimum;
   if (pref > *maximum)
@@ -84,17 +86,18 @@ int
 sp_cache (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
           uint32_t flags, int *err)
 {
+  const struct sp_geom *g = handle;
   uint64_t s = offset, e = offset + count;
   int64_t size;
 
   SCOUNT (SS_CACHE_REQUESTS, 1);
   SCOUNT (SS_CACHE_BYTES_IN, count);
-  if (sp_active) {
+  if (g->active) {
     if ((size = next->get_size (next)) == -1) {
       *err = errno ? errno : EIO;
       return -1;
     }
-    shape_round_out (offset, count, size, &s, &e);
+    shape_round_out (g, offset, count, size, &s, &e);
     if (s != offset || e != offset + count)
       SCOUNT (SS_CACHE_ROUNDED, 1);
   }
@@ -106,9 +109,11 @@ int
 sp_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count,
            uint64_t offset, uint32_t flags, int *err)
 {
+  const struct sp_geom *g = handle;
+
   SCOUNT (SS_WRITES, 1);
-  if (sp_active) {
-    if (into_stripe (offset) == 0 && count % sp_width == 0 && count)
+  if (g->active) {
+    if (into_stripe (g, offset) == 0 && count % g->width == 0 && count)
       SCOUNT (SS_WRITES_FULL_STRIPE, 1);
     else
       SCOUNT (SS_WRITES_PARTIAL, 1);

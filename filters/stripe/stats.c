@@ -19,18 +19,29 @@ struct gm_counter sstats[SS_COUNT] = {
   C (SS_WRITES, "writes", "write requests (passed through)"),
   C (SS_WRITES_FULL_STRIPE, "writes_full_stripe", "writes made of whole, aligned stripes only"),
   C (SS_WRITES_PARTIAL, "writes_partial", "writes touching part of a stripe (read-modify-write on parity RAID)"),
+  C (SS_CONNECTIONS, "connections", "connections opened (each reads the geometry again)"),
+  C (SS_RESHAPE_CONNECTIONS, "reshape_connections", "of those, opened during an md reshape: passed through"),
+  C (SS_GEOMETRY_CHANGES, "geometry_changes", "times new connections got a geometry other than the last one in use"),
 };
 
+/* The geometry for new connections at exit (after a reshape: the new
+ * one, with geometry_changes counting it).
+ */
 static void
 print_geometry (FILE *fp, void *opaque)
 {
-  fprintf (fp, SNAME ".active %d\n", sp_active);
-  fprintf (fp, SNAME ".chunk %llu\n", (unsigned long long) geo.chunk);
-  fprintf (fp, SNAME ".data_disks %u\n", geo.data_disks);
-  fprintf (fp, SNAME ".parity %u\n", geo.parity);
-  fprintf (fp, SNAME ".stripe_bytes %llu\n", (unsigned long long) sp_width);
-  fprintf (fp, SNAME ".offset %llu\n", (unsigned long long) geo.offset);
-  fprintf (fp, SNAME ".preferred_block %u\n", sp_active ? shape_preferred () : 0);
+  struct sp_geom g;
+
+  geometry_current (&g);
+  fprintf (fp, SNAME ".active %d\n", g.active);
+  fprintf (fp, SNAME ".reshape %d\n", g.reshape);
+  fprintf (fp, SNAME ".chunk %llu\n", (unsigned long long) g.geo.chunk);
+  fprintf (fp, SNAME ".data_disks %u\n", g.geo.data_disks);
+  fprintf (fp, SNAME ".parity %u\n", g.geo.parity);
+  fprintf (fp, SNAME ".stripe_bytes %llu\n", (unsigned long long) g.width);
+  fprintf (fp, SNAME ".offset %llu\n", (unsigned long long) g.geo.offset);
+  fprintf (fp, SNAME ".preferred_block %u\n",
+           g.active ? shape_preferred (&g) : 0);
 }
 
 void

@@ -2,7 +2,8 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * RAID stripe hinting (issue 11): geometry.c decides the geometry,
- * shape.c shapes block sizes and NBD_CMD_CACHE, stats.c counts.
+ * reshape.c decides it again per connection, shape.c shapes block
+ * sizes and NBD_CMD_CACHE, stats.c counts.
  */
 #include <errno.h>
 #include <stdio.h>
@@ -100,18 +101,20 @@ sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
 static int
 sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 {
+  struct sp_geom g;
   char v[96];
 
   /* The layers below first: the gmblock plugin publishes its file. */
   if (next (nxdata) == -1 || geometry_decide () == -1)
     return -1;
-  if (!sp_active)
+  geometry_current (&g);
+  if (!g.active)
     return 0;
   /* The exact geometry for gmblock-cache's write-back (a stripe that
    * is not a power of two cannot travel as a preferred block size).
    */
-  snprintf (v, sizeof v, "%llu:%u:%u:%llu", (unsigned long long) geo.chunk,
-            geo.data_disks, geo.parity, (unsigned long long) geo.offset);
+  snprintf (v, sizeof v, "%llu:%u:%u:%llu", (unsigned long long) g.geo.chunk,
+            g.geo.data_disks, g.geo.parity, (unsigned long long) g.geo.offset);
   if (gm_registry_publish (GM_REG_STRIPE, v) == -1) {
     nbdkit_error (SNAME ": publishing the geometry: %m");
     return -1;
@@ -140,11 +143,15 @@ sp_get_ready (int thread_model)
 static int
 sp_after_fork (nbdkit_backend *backend)
 {
+  const struct gm_stripe *geo;
+  struct sp_geom g;
   char a[32], b[32];
   nbdkit_next *n;
   int64_t size;
 
-  if (!sp_active)
+  geometry_current (&g);
+  geo = &g.geo;
+  if (!g.active)
     return 0;
   if ((n = nbdkit_next_context_open (backend, 1, "", 1)) == NULL) {
     nbdkit_error (SNAME ": cannot open a context to the layer below");
@@ -155,16 +162,16 @@ sp_after_fork (nbdkit_backend *backend)
   nbdkit_next_context_close (n);
   if (size == -1)
     return -1;
-  if (geo.chunk > (uint64_t) size) {
+  if (geo->chunk > (uint64_t) size) {
     if (cfg.chunk)
       nbdkit_error (SNAME ": stripe-chunk=%s is larger than the export (%s): "
                     "expected a chunk no larger than the export",
-                    gm_format_size (geo.chunk, a, sizeof a),
+                    gm_format_size (geo->chunk, a, sizeof a),
                     gm_format_size (size, b, sizeof b));
     else
       nbdkit_error (SNAME ": the detected chunk %s (%s) is larger than the "
                     "export (%s): give stripe-chunk=SIZE",
-                    gm_format_size (geo.chunk, a, sizeof a), geo.source,
+                    gm_format_size (geo->chunk, a, sizeof a), geo->source,
                     gm_format_size (size, b, sizeof b));
     return -1;
   }
@@ -175,6 +182,7 @@ static void
 sp_unload (void)
 {
   stats_report ();
+  geometry_unload ();
   free (cfg.sysfs);
   free (cfg.stats_file);
 }
@@ -188,6 +196,9 @@ static struct nbdkit_filter filter = {
   .get_ready = sp_get_ready,
   .after_fork = sp_after_fork,
   .unload = sp_unload,
+  .open = sp_open,
+  .prepare = sp_prepare,
+  .close = sp_close,
   .block_size = sp_block_size,
   .cache = sp_cache,
   .pwrite = sp_pwrite,
