@@ -33,6 +33,7 @@
 
 #include "cache.h"
 #include "registry.h"
+#include "stripegeo.h"
 #include "sizes.h"
 
 #define NONE GM_2Q_NONE
@@ -63,29 +64,22 @@ gcd (uint64_t a, uint64_t b)
   return a;
 }
 
-/* "chunk:data_disks:parity:offset" from gmblock-stripe. */
+/* The geometry gmblock-stripe published (common/stripegeo.c). */
 static bool
 from_registry (uint64_t *width, uint64_t *offset)
 {
-  unsigned long long chunk, off;
-  unsigned dd, parity;
-  char *v = gm_registry_lookup (GM_REG_STRIPE);
-  int n;
+  struct gm_stripe g;
+  char why[256];
+  int r = gm_stripe_from_registry (&g, why, sizeof why);
 
-  if (v == NULL)
+  if (r == -1)
+    nbdkit_debug (CNAME ": ignoring it: %s", why);
+  if (r != 1)
     return false;
-  n = sscanf (v, "%llu:%u:%u:%llu", &chunk, &dd, &parity, &off);
-  if (n != 4 || chunk == 0 || dd == 0) {
-    nbdkit_debug (CNAME ": ignoring a malformed stripe geometry in the "
-                  "registry: \"%s\"", v);
-    free (v);
-    return false;
-  }
-  free (v);
-  *width = chunk * dd;
-  *offset = off;
-  snprintf (swb.source, sizeof swb.source, "gmblock-stripe: %llu x %u, "
-            "parity %u", chunk, dd, parity);
+  *width = gm_stripe_width (&g);
+  *offset = g.offset;
+  snprintf (swb.source, sizeof swb.source, "%.*s",
+            (int) sizeof swb.source - 1, g.source);
   return true;
 }
 
