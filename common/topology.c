@@ -853,3 +853,66 @@ gm_topology_keys (const struct gm_topology *t, FILE *fp)
              pick >= 0 ? t->fn[pick].bdf : "none");
   }
 }
+
+/* "0000:03:00.0 -> 0000:04:00.0: host-bridge" for each storage
+ * function, to say why the kernel refused.
+ */
+static void
+describe_paths (const struct gm_topology *t, const char *bdf, char *buf,
+                size_t len)
+{
+  int p = gm_topology_find (t, bdf);
+  size_t used = 0;
+
+  *buf = '\0';
+  if (p < 0)
+    return;
+  for (size_t s = 0; s < t->nstorage && used + 1 < len; s++) {
+    int via, n;
+    enum gm_path path = gm_topology_path (t, t->storage[s], p, &via);
+    n = snprintf (buf + used, len - used, "%s%s -> %s: %s%s%s",
+                  used ? "; " : " (path ", t->fn[t->storage[s]].bdf, bdf,
+                  gm_path_name (path), via >= 0 ? " at " : "",
+                  via >= 0 ? t->fn[via].bdf : "");
+    if (n < 0)
+      break;
+    used += n;
+  }
+  if (used && used + 2 < len)
+    strcat (buf, ")");
+}
+
+int
+gm_topology_p2pmem_for (const char *pci_path, const char *file,
+                        const char *bdf, const char *opt,
+                        char *bdf_out, size_t bdflen,
+                        char *paths, size_t pathslen,
+                        char *err, size_t errlen)
+{
+  struct gm_topology t;
+  char why[512];
+
+  if (gm_topology_scan (&t, pci_path, file, why, sizeof why) == -1) {
+    snprintf (err, errlen, "%s=: cannot read the PCI topology: %s", opt, why);
+    return -1;
+  }
+  snprintf (bdf_out, bdflen, "%s", bdf);
+  if (*bdf == '\0') {
+    int pick = gm_topology_auto_p2pmem (&t, why, sizeof why);
+    if (pick < 0) {
+      snprintf (err, errlen, "%s=p2pmem:auto: no p2pmem provider can take "
+                "DMA from %s: %s%s", opt, file, why,
+                strcmp (t.p2pdma_kernel, "yes") == 0 ? "" :
+                ". The kernel must be built with CONFIG_PCI_P2PDMA=y "
+                "(Linux 6.2 or later; Debian 12's 6.1 and its 6.12 "
+                "backport are not) and a driver must publish device "
+                "memory (e.g. an NVMe controller memory buffer)");
+      gm_topology_free (&t);
+      return -1;
+    }
+    snprintf (bdf_out, bdflen, "%s", t.fn[pick].bdf);
+  }
+  describe_paths (&t, bdf_out, paths, pathslen);
+  gm_topology_free (&t);
+  return 0;
+}

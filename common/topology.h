@@ -112,6 +112,19 @@ int gm_topology_find (const struct gm_topology *t, const char *bdf);
 int gm_topology_auto_p2pmem (const struct gm_topology *t,
                              char *why, size_t whylen);
 
+/* Which p2pmem provider holds buffers for 'file': bdf when not empty,
+ * else the automatic pick; into bdf_out.  paths gets " (path A -> B:
+ * switch; ...)" from each storage function to it, to explain a refusal
+ * by the kernel.  Returns 0, or -1 with a message in err that says
+ * what is missing (no provider, the kernel option).  opt names the
+ * option for messages ("buffer", "rdma-pool-memory").
+ */
+int gm_topology_p2pmem_for (const char *pci_path, const char *file,
+                            const char *bdf, const char *opt,
+                            char *bdf_out, size_t bdflen,
+                            char *paths, size_t pathslen,
+                            char *err, size_t errlen);
+
 /* Human-readable report (the command, -D gmblock.topology=1) and
  * "gmblock_*=value" lines (--dump-plugin, the command's --keys).
  */

@@ -122,34 +122,6 @@ pci_path (void)
   return gm.pci_path ? gm.pci_path : GM_TOPO_DEFAULT_SYSFS;
 }
 
-/* "0000:03:00.0 -> 0000:04:00.0: host-bridge" for each storage
- * function, to say why the kernel refused.
- */
-static void
-describe_paths (const struct gm_topology *t, const char *bdf, char *buf,
-                size_t len)
-{
-  int p = gm_topology_find (t, bdf);
-  size_t used = 0;
-
-  *buf = '\0';
-  if (p < 0)
-    return;
-  for (size_t s = 0; s < t->nstorage && used + 1 < len; s++) {
-    int via, n;
-    enum gm_path path = gm_topology_path (t, t->storage[s], p, &via);
-    n = snprintf (buf + used, len - used, "%s%s -> %s: %s%s%s",
-                  used ? "; " : " (path ", t->fn[t->storage[s]].bdf, bdf,
-                  gm_path_name (path), via >= 0 ? " at " : "",
-                  via >= 0 ? t->fn[via].bdf : "");
-    if (n < 0)
-      break;
-    used += n;
-  }
-  if (used && used + 2 < len)
-    strcat (buf, ")");
-}
-
 /* O_DIRECT read of the first block into the device memory: the only
  * honest test of whether the kernel lets this disk DMA there.
  */
@@ -170,7 +142,6 @@ int
 gm_buffer_setup (void)
 {
   const struct gm_buffer_opt *o = &gm.buffer;
-  struct gm_topology t;
   struct gm_mem mem;
   char err[1024], paths[512], bdf[16];
   int e;
@@ -188,28 +159,18 @@ gm_buffer_setup (void)
     return 0;
   }
 
-  if (gm_topology_scan (&t, pci_path (), gm.file, err, sizeof err) == -1) {
-    nbdkit_error (GM_NAME ": buffer=: cannot read the PCI topology: %s", err);
-    return -1;
-  }
-  snprintf (bdf, sizeof bdf, "%s", o->bdf);
-  if (o->kind == GM_BUFFER_P2PMEM && *bdf == '\0') {
-    int pick = gm_topology_auto_p2pmem (&t, err, sizeof err);
-    if (pick < 0) {
-      nbdkit_error (GM_NAME ": buffer=p2pmem:auto: no p2pmem provider can "
-                    "take DMA from %s: %s%s", gm.file, err,
-                    strcmp (t.p2pdma_kernel, "yes") == 0 ? "" :
-                    ". The kernel must be built with CONFIG_PCI_P2PDMA=y "
-                    "(Linux 6.2 or later; Debian 12's 6.1 and its 6.12 "
-                    "backport are not) and a driver must publish device "
-                    "memory (e.g. an NVMe controller memory buffer)");
-      gm_topology_free (&t);
+  if (o->kind == GM_BUFFER_P2PMEM) {
+    if (gm_topology_p2pmem_for (pci_path (), gm.file, o->bdf, "buffer",
+                                bdf, sizeof bdf, paths, sizeof paths,
+                                err, sizeof err) == -1) {
+      nbdkit_error (GM_NAME ": %s", err);
       return -1;
     }
-    snprintf (bdf, sizeof bdf, "%s", t.fn[pick].bdf);
   }
-  describe_paths (&t, bdf, paths, sizeof paths);
-  gm_topology_free (&t);
+  else {
+    snprintf (bdf, sizeof bdf, "%s", o->bdf);
+    *paths = '\0';
+  }
 
   if (o->kind == GM_BUFFER_P2PMEM)
     e = gm_devmem_map_p2pmem (&mem, pci_path (), bdf, gm.pool_size,
