@@ -41,6 +41,14 @@ b=(gmblock-rdma)
 start_fails no_server 'server=HOST\[:PORT\] is required' -- "${b[@]}"
 start_fails server_port 'server=h:70000' '1 to 65535' -- "${b[@]}" server=h:70000
 start_fails server_unknown "unknown parameter 'file'" -- "${b[@]}" server=h file=x
+start_fails credits_zero 'credits=0: expected a number from 1 to 128' -- "${b[@]}" server=h credits=0
+start_fails credits_big 'credits=999: expected a number from 1 to 128' -- "${b[@]}" server=h credits=999
+start_fails credits_sign 'credits=-4: expected a number' -- "${b[@]}" server=h credits=-4
+start_fails credits_word 'credits=8x: expected a number' -- "${b[@]}" server=h credits=8x
+start_fails pool_bad 'pool=bad: .*expected a size from 64K to 1G' -- "${b[@]}" server=h pool=bad
+start_fails pool_small 'pool=4K: out of range .expected a size from 64K to 1G' -- "${b[@]}" server=h pool=4K
+start_fails pool_big 'pool=2G: out of range' -- "${b[@]}" server=h pool=2G
+start_fails zero_copy_bad 'zero-copy=bad: expected auto, on or off' -- "${b[@]}" server=h zero-copy=bad
 
 if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
     start_fails bridge_no_device 'server=10.0.0.1:10810: no RDMA device on this host' -- \

@@ -546,15 +546,17 @@ rxe_pair() {
     [ "$(ibv_devices | grep -c rxe0)" = 1 ] || fail "soft-RoCE device rxe0 not listed by ibv_devices"
 }
 
-# bridge NAME SERVER: the gmblock-rdma bridge plugin, connected to the RDMA server SERVER, serving it on the Unix socket
+# bridge NAME SERVER [PARAM...]: the gmblock-rdma bridge plugin, connected to the RDMA server SERVER, serving it on the Unix socket
 # $LAB_RUN/NAME.sock (counters in $LAB_OUT/NAME.stats, log in
-# NAME.nbdkit.log); stop it with stop NAME.
+# NAME.nbdkit.log); PARAMs (credits=, zero-copy=...) go to the plugin;
+# stop it with stop NAME.
 bridge() {
-    local name=$1 i
+    local name=$1 srv=$2 i
+    shift 2
     rm -f "$LAB_RUN/$name.pid" "$LAB_RUN/$name.sock"
-    step "bridge $name: gmblock-rdma server=$2 on $LAB_RUN/$name.sock"
+    step "bridge $name: gmblock-rdma server=$srv $* on $LAB_RUN/$name.sock"
     "$LAB_REPO/nbdkit" -f -P "$LAB_RUN/$name.pid" -U "$LAB_RUN/$name.sock" \
-        gmblock-rdma server="$2" stats="$LAB_OUT/$name.stats" \
+        gmblock-rdma server="$srv" stats="$LAB_OUT/$name.stats" "$@" \
         >>"$LAB_OUT/$name.nbdkit.log" 2>&1 &
     for i in $(seq 100); do
         [ -s "$LAB_RUN/$name.pid" ] && return 0

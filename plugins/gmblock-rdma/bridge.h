@@ -1,0 +1,99 @@
+/* gmblock-rdma bridge: what its three files share.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ *   bridge.c  the nbdkit plugin: options, callbacks, requests split in
+ *             pieces sent in parallel
+ *   conn.c    one RC connection per NBD connection: connect, request
+ *             slots (one per credit), the completion thread, reconnect
+ *   mem.c     process-wide memory: protection domain, the registered
+ *             bounce pool, zero copy by on-demand-paging (ODP) MRs
+ */
+#ifndef GMBLOCK_BRIDGE_H
+#define GMBLOCK_BRIDGE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <infiniband/verbs.h>
+#include <rdma/rdma_cma.h>
+
+#include "counters.h"
+#include "rdmaaddr.h"
+#include "rdmaproto.h"
+
+#define NAME "gmblock-rdma"
+
+enum {
+  BC_CONNECTS, BC_RECONNECTS, BC_REQUESTS, BC_READ_BYTES, BC_WRITE_BYTES,
+  BC_COPIED, BC_ZERO_COPY, BC_ODP_HITS, BC_ODP_MISSES, BC_POOL_WAITS,
+  BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES, BC_COUNT
+};
+extern struct gm_counter bstats[BC_COUNT];
+#define COUNT(id, n) gm_count (&bstats[id], (n))
+
+/* Options (bridge.c). */
+enum zc_mode { ZC_AUTO, ZC_ON, ZC_OFF };
+extern struct gm_rdma_addr server;
+extern unsigned opt_credits;
+extern uint64_t opt_pool;
+extern enum zc_mode opt_zero_copy;
+
+/* ---- mem.c */
+
+/* Where a piece's data goes: addr/keys for the request, and what to
+ * give back when it is done (a bounce buffer, or a cache entry).
+ */
+struct buf_ref {
+  void *addr;
+  uint32_t rkey;
+  bool bounce;                  /* addr is a pool buffer: copy */
+  int ent;                      /* ODP cache entry held, or -1 */
+  uint32_t len;
+};
+
+/* At start-up with zero-copy=on: is there a device with ODP for RC
+ * READ and WRITE?  0, or -1 with why set.
+ */
+int mem_check_odp (char *why, size_t whylen);
+/* A connection came up on verbs: the first one allocates the process's
+ * protection domain, probes ODP and creates the pool.  Every later one
+ * must use the same device.  0, or -1 with why set.
+ */
+int mem_attach (struct ibv_context *verbs, char *why, size_t whylen);
+struct ibv_pd *mem_pd (void);
+/* The largest READ/WRITE to ask for: a piece must fit the pool. */
+uint32_t mem_max_request (void);
+/* A buffer for len bytes of user's data: user itself when zero copy
+ * is possible, else a bounce buffer (wait: block until one is free;
+ * else -1 when none is).  0 or -1.
+ */
+int mem_get (void *user, uint32_t len, bool wait, struct buf_ref *b);
+void mem_put (struct buf_ref *b);
+void mem_unload (void);
+
+/* ---- conn.c */
+
+struct conn;
+struct conn *conn_open (void);
+void conn_close (struct conn *c);
+const struct gm_rp_limits *conn_limits (const struct conn *c);
+unsigned conn_credits (const struct conn *c);
+/* Reserve a request slot.  wait (the caller has nothing in flight):
+ * reconnect if the connection is dead, and wait for a free slot.
+ * Returns the slot, -1 (the connection is dead, or cannot be made) or,
+ * without wait, -2 when no slot is free.
+ */
+int conn_reserve (struct conn *c, bool wait);
+void conn_unreserve (struct conn *c, int slot);
+/* Send r on slot (its handle is set here).  0, or the slot is given
+ * back and: a positive errno (refused locally), -1 (transport).
+ */
+int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
+/* Wait for slot's reply and give the slot back: 0, a positive errno
+ * (the server's answer) or -1 (the connection broke).
+ */
+int conn_collect (struct conn *c, int slot);
+
+#endif /* GMBLOCK_BRIDGE_H */

@@ -1,0 +1,702 @@
+/* gmblock-rdma bridge: one RC connection per NBD connection.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Pipelined: the bridge asks for credits= credits (16) and keeps one
+ * request slot per credit, allocated with the connection (no malloc per
+ * request).  A request reserves a slot (waiting while all are taken:
+ * bounded, each one is in flight and ends with its reply or the
+ * connection), posts its SEND and sleeps on the slot's condition.  One
+ * completion thread per connection matches replies to slots through
+ * gm_rp_conn_take_reply (any order) and wakes the waiters.
+ *
+ * When the connection breaks (a failed completion, a DISCONNECTED
+ * event, a malformed reply, 60 s without progress while requests are
+ * in flight), the thread first moves the QP to the error state, so the
+ * server can no longer reach our buffers, then fails every request in
+ * flight with EIO and ends.  The next request with nothing in flight
+ * reconnects once the others have collected their slots; the limits
+ * must not change across a reconnect.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include "bridge.h"
+
+#define TIMEOUT_MS 5000          /* connection set-up steps */
+#define SILENCE_S 60             /* requests in flight, no completion */
+#define WR_SEND 0
+#define WR_RECV 1                /* + reply buffer index << 1 */
+
+struct slot {
+  pthread_cond_t done_cv;
+  bool busy;                    /* reserved by a request */
+  bool posted;                  /* its SEND went out, no answer yet */
+  bool done;
+  int result;                   /* 0, a positive errno, -1 transport */
+  uint64_t handle;
+};
+
+struct conn {
+  pthread_mutex_t m;            /* everything below; never held across I/O */
+  pthread_cond_t free_cv;       /* a slot was given back, or the link changed */
+  struct rdma_event_channel *ch;
+  struct rdma_cm_id *id;
+  struct ibv_comp_channel *cc;
+  struct ibv_cq *cq;
+  struct ibv_mr *msg_mr;
+  uint8_t *msgs;                /* opt_credits requests, replies, a goodbye */
+  int stop_fd;                  /* eventfd: the completion thread ends */
+  pthread_t thread;
+  bool thread_on;
+  struct gm_rp_conn rp;
+  unsigned nslots;              /* credits granted */
+  unsigned busy;                /* slots reserved */
+  bool dead;                    /* broken: reconnect first */
+  bool connecting;
+  bool ever;                    /* was connected once */
+  bool refused;                 /* the server answered with a refusal */
+  char why[160];                /* why the last connect attempt failed */
+  struct gm_rp_limits lim;      /* of the first connection */
+  uint64_t seq;
+  time_t progress;              /* last completion, or first post */
+  struct slot slots[GM_RP_MAX_CREDITS];
+};
+
+static uint8_t *
+req_buf (struct conn *c, unsigned i)
+{
+  return c->msgs + i * GM_RP_REQUEST_SIZE;
+}
+
+/* The DISCONNECT request, after the replies. */
+static uint8_t *
+goodbye_buf (struct conn *c)
+{
+  return c->msgs + opt_credits * (GM_RP_REQUEST_SIZE + GM_RP_REPLY_SIZE);
+}
+
+static uint8_t *
+reply_buf (struct conn *c, unsigned i)
+{
+  return c->msgs + opt_credits * GM_RP_REQUEST_SIZE + i * GM_RP_REPLY_SIZE;
+}
+
+static size_t
+msgs_size (void)
+{
+  return opt_credits * (GM_RP_REQUEST_SIZE + GM_RP_REPLY_SIZE)
+    + GM_RP_REQUEST_SIZE;
+}
+
+static time_t
+now (void)
+{
+  struct timespec t;
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec;
+}
+
+const struct gm_rp_limits *
+conn_limits (const struct conn *c)
+{
+  return &c->lim;
+}
+
+unsigned
+conn_credits (const struct conn *c)
+{
+  return c->nslots;
+}
+
+/* ---- Set-up and tear-down. */
+
+static void
+stop_thread (struct conn *c)
+{
+  uint64_t one = 1;
+
+  if (!c->thread_on)
+    return;
+  if (write (c->stop_fd, &one, sizeof one) != sizeof one)
+    nbdkit_debug (NAME ": eventfd write: %m");
+  pthread_join (c->thread, NULL);
+  c->thread_on = false;
+}
+
+static void
+teardown (struct conn *c)
+{
+  uint64_t v;
+
+  stop_thread (c);
+  if (read (c->stop_fd, &v, sizeof v) < 0 && errno != EAGAIN)
+    nbdkit_debug (NAME ": eventfd read: %m");
+  if (c->id && c->id->qp)
+    rdma_disconnect (c->id);
+  gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->msg_mr);
+  if (c->id)
+    rdma_destroy_id (c->id);
+  if (c->ch)
+    rdma_destroy_event_channel (c->ch);
+  c->ch = NULL;
+  c->id = NULL;
+}
+
+/* Wait (TIMEOUT_MS) for the next CM event on c, which must be want;
+ * on success *ev is the event, to be acked by the caller.
+ */
+static int
+cm_wait (struct conn *c, enum rdma_cm_event_type want,
+         struct rdma_cm_event **ev)
+{
+  struct pollfd p = { .fd = c->ch->fd, .events = POLLIN };
+  int r = poll (&p, 1, TIMEOUT_MS);
+
+  if (r == 0) {
+    nbdkit_error (NAME ": %s:%s: no answer within %d ms while waiting for %s",
+                  server.host, server.port, TIMEOUT_MS, rdma_event_str (want));
+    return -1;
+  }
+  if (r < 0 || rdma_get_cm_event (c->ch, ev)) {
+    nbdkit_error (NAME ": rdma_get_cm_event: %m");
+    return -1;
+  }
+  if ((*ev)->event == want)
+    return 0;
+  if ((*ev)->event == RDMA_CM_EVENT_REJECTED && want == RDMA_CM_EVENT_ESTABLISHED
+      && (*ev)->param.conn.private_data_len) {
+    struct gm_rp_welcome w;
+    char why[160];
+    if (gm_rp_decode_welcome ((*ev)->param.conn.private_data,
+                              (*ev)->param.conn.private_data_len, &w,
+                              why, sizeof why) == 0 && w.error) {
+      nbdkit_error (NAME ": %s:%s refused the connection: %s (error %u)",
+                    server.host, server.port, w.reason, w.error);
+      c->refused = true;
+      rdma_ack_cm_event (*ev);
+      return -1;
+    }
+  }
+  snprintf (c->why, sizeof c->why, "%s (status %d) while waiting for %s",
+            rdma_event_str ((*ev)->event), (*ev)->status,
+            rdma_event_str (want));
+  nbdkit_debug (NAME ": %s:%s: %s", server.host, server.port, c->why);
+  rdma_ack_cm_event (*ev);
+  return -1;
+}
+
+static int
+post_recv (struct conn *c, unsigned i)
+{
+  struct ibv_sge sge = { .addr = (uintptr_t) reply_buf (c, i),
+                         .length = GM_RP_REPLY_SIZE, .lkey = c->msg_mr->lkey };
+  struct ibv_recv_wr wr = { .wr_id = WR_RECV | (i << 1), .sg_list = &sge,
+                            .num_sge = 1 }, *bad;
+  return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
+}
+
+static void *completion_thread (void *arg);
+
+/* Verbs resources once the route is known: CQ, QP, registered
+ * messages, a receive per credit asked.
+ */
+static int
+make_qp (struct conn *c, struct rdma_conn_param *cp)
+{
+  struct ibv_context *v = c->id->verbs;
+  struct ibv_qp_init_attr qa;
+  struct ibv_device_attr da;
+  char why[200];
+
+  if (mem_attach (v, why, sizeof why) == -1) {
+    nbdkit_error (NAME ": %s", why);
+    return -1;
+  }
+  c->cc = ibv_create_comp_channel (v);
+  c->cq = c->cc ? ibv_create_cq (v, 2 * opt_credits + 2, c, c->cc, 0) : NULL;
+  c->msg_mr = ibv_reg_mr (mem_pd (), c->msgs, msgs_size (),
+                          IBV_ACCESS_LOCAL_WRITE);
+  if (c->cq == NULL || c->msg_mr == NULL) {
+    nbdkit_error (NAME ": cannot allocate verbs resources: %m");
+    return -1;
+  }
+  if (fcntl (c->cc->fd, F_SETFL, fcntl (c->cc->fd, F_GETFL) | O_NONBLOCK) ||
+      fcntl (c->ch->fd, F_SETFL, fcntl (c->ch->fd, F_GETFL) | O_NONBLOCK))
+    return -1;
+  memset (&qa, 0, sizeof qa);
+  qa.send_cq = qa.recv_cq = c->cq;
+  qa.qp_type = IBV_QPT_RC;
+  qa.cap.max_send_wr = opt_credits + 1;      /* + the goodbye */
+  qa.cap.max_recv_wr = opt_credits;
+  qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
+  if (rdma_create_qp (c->id, mem_pd (), &qa)) {
+    nbdkit_error (NAME ": rdma_create_qp: %m");
+    return -1;
+  }
+  for (unsigned i = 0; i < opt_credits; i++)
+    if (post_recv (c, i) == -1) {
+      nbdkit_error (NAME ": ibv_post_recv: %m");
+      return -1;
+    }
+  /* The server RDMA-READs our writes, several at once when pipelined. */
+  memset (cp, 0, sizeof *cp);
+  cp->responder_resources = opt_credits;
+  if (ibv_query_device (v, &da) == 0 &&
+      cp->responder_resources > (unsigned) da.max_qp_rd_atom)
+    cp->responder_resources = da.max_qp_rd_atom;
+  if (cp->responder_resources == 0)
+    cp->responder_resources = 1;
+  cp->initiator_depth = 1;
+  cp->retry_count = 7;
+  cp->rnr_retry_count = 7;
+  return 0;
+}
+
+static int
+connect_server (struct conn *c)
+{
+  struct addrinfo hints = { .ai_socktype = SOCK_STREAM }, *ai = NULL;
+  struct rdma_cm_event *ev;
+  struct rdma_conn_param cp;
+  struct gm_rp_hello hello;
+  uint8_t hmsg[GM_RP_HELLO_SIZE];
+  char why[160];
+  int e;
+
+  gm_rp_conn_init (&c->rp, GM_RP_CLIENT);
+  e = getaddrinfo (server.host, server.port, &hints, &ai);
+  if (e) {
+    nbdkit_error (NAME ": server=%s:%s: %s", server.host, server.port,
+                  gai_strerror (e));
+    return -1;
+  }
+  c->ch = rdma_create_event_channel ();
+  if (c->ch == NULL || rdma_create_id (c->ch, &c->id, NULL, RDMA_PS_TCP)) {
+    nbdkit_error (NAME ": cannot create an RDMA CM id: %m");
+    goto fail;
+  }
+  if (rdma_resolve_addr (c->id, NULL, ai->ai_addr, TIMEOUT_MS)) {
+    nbdkit_error (NAME ": server=%s:%s: rdma_resolve_addr: %m",
+                  server.host, server.port);
+    goto fail;
+  }
+  if (cm_wait (c, RDMA_CM_EVENT_ADDR_RESOLVED, &ev) == -1)
+    goto fail;
+  rdma_ack_cm_event (ev);
+  if (rdma_resolve_route (c->id, TIMEOUT_MS)) {
+    nbdkit_error (NAME ": rdma_resolve_route: %m");
+    goto fail;
+  }
+  if (cm_wait (c, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev) == -1)
+    goto fail;
+  rdma_ack_cm_event (ev);
+  if (make_qp (c, &cp) == -1)
+    goto fail;
+  if (gm_rp_conn_hello (&c->rp, opt_credits, mem_max_request (), &hello,
+                        why, sizeof why) == -1) {
+    nbdkit_error (NAME ": %s", why);
+    goto fail;
+  }
+  gm_rp_encode_hello (&hello, hmsg);
+  cp.private_data = hmsg;
+  cp.private_data_len = sizeof hmsg;
+  if (rdma_connect (c->id, &cp)) {
+    nbdkit_error (NAME ": rdma_connect: %m");
+    goto fail;
+  }
+  if (cm_wait (c, RDMA_CM_EVENT_ESTABLISHED, &ev) == -1)
+    goto fail;
+  e = gm_rp_conn_take_welcome (&c->rp, ev->param.conn.private_data,
+                               ev->param.conn.private_data_len,
+                               why, sizeof why);
+  rdma_ack_cm_event (ev);
+  if (e == -1) {
+    nbdkit_error (NAME ": %s:%s: bad welcome: %s", server.host, server.port,
+                  why);
+    goto fail;
+  }
+  if (c->ever && (c->rp.lim.size != c->lim.size ||
+                   c->rp.lim.flags != c->lim.flags ||
+                   c->rp.lim.max_request != c->lim.max_request)) {
+    nbdkit_error (NAME ": the export changed (size, flags or max request) "
+                  "across a reconnect");
+    goto fail;
+  }
+  c->nslots = c->rp.lim.credits;
+  c->dead = false;
+  c->progress = now ();
+  if (pthread_create (&c->thread, NULL, completion_thread, c)) {
+    nbdkit_error (NAME ": pthread_create: %m");
+    goto fail;
+  }
+  c->thread_on = true;
+  freeaddrinfo (ai);
+  COUNT (c->ever ? BC_RECONNECTS : BC_CONNECTS, 1);
+  c->ever = true;
+  c->lim = c->rp.lim;
+  nbdkit_debug (NAME ": connected to %s:%s: size %llu, max request %u, "
+                "credits %u, flags 0x%x", server.host, server.port,
+                (unsigned long long) c->rp.lim.size, c->rp.lim.max_request,
+                c->rp.lim.credits, c->rp.lim.flags);
+  return 0;
+
+ fail:
+  if (ai)
+    freeaddrinfo (ai);
+  teardown (c);
+  return -1;
+}
+
+/* connect_server, tried CONNECT_TRIES times over about 4.5 s unless
+ * the server refused: a connect request is rejected (status 8) while
+ * nobody listens, when the server (re)starts, and also while its
+ * listener is busy (freeing clients that just left, under load).
+ */
+#define CONNECT_TRIES 6
+static int
+connect_retry (struct conn *c)
+{
+  for (int i = 0; i < CONNECT_TRIES; i++) {
+    if (i)
+      usleep (i < 4 ? 150000u << i : 1200000u);
+    c->refused = false;
+    strcpy (c->why, "see the messages above");
+    if (connect_server (c) == 0)
+      return 0;
+    if (c->refused)
+      break;
+  }
+  if (!c->refused)
+    nbdkit_error (NAME ": cannot connect to %s:%s after %d tries: %s",
+                  server.host, server.port, CONNECT_TRIES, c->why);
+  return -1;
+}
+
+struct conn *
+conn_open (void)
+{
+  struct conn *c = calloc (1, sizeof *c);
+
+  if (c == NULL || (c->msgs = calloc (1, msgs_size ())) == NULL) {
+    nbdkit_error (NAME ": calloc: %m");
+    free (c);
+    return NULL;
+  }
+  c->stop_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (c->stop_fd == -1) {
+    nbdkit_error (NAME ": eventfd: %m");
+    free (c->msgs);
+    free (c);
+    return NULL;
+  }
+  pthread_mutex_init (&c->m, NULL);
+  pthread_cond_init (&c->free_cv, NULL);
+  for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
+    pthread_cond_init (&c->slots[i].done_cv, NULL);
+  if (connect_retry (c) == -1) {
+    conn_close (c);
+    return NULL;
+  }
+  return c;
+}
+
+void
+conn_close (struct conn *c)
+{
+  /* nbdkit sends no request during close: nothing is in flight. */
+  if (c->thread_on && !c->dead && gm_rp_conn_credits_free (&c->rp)) {
+    /* Say goodbye; the server closes. */
+    struct gm_rp_request r = { .op = GM_RP_DISCONNECT, .handle = ~0ull };
+    uint8_t *m = goodbye_buf (c);
+    struct ibv_sge sge = { .addr = (uintptr_t) m, .length = GM_RP_REQUEST_SIZE,
+                           .lkey = c->msg_mr->lkey };
+    struct ibv_send_wr wr = { .wr_id = WR_SEND, .sg_list = &sge, .num_sge = 1,
+                              .opcode = IBV_WR_SEND }, *bad;
+    char why[128];
+    pthread_mutex_lock (&c->m);
+    if (gm_rp_conn_request_begin (&c->rp, &r, why, sizeof why) == 0) {
+      gm_rp_encode_request (&r, m);
+      ibv_post_send (c->id->qp, &wr, &bad);
+    }
+    pthread_mutex_unlock (&c->m);
+  }
+  teardown (c);
+  close (c->stop_fd);
+  for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
+    pthread_cond_destroy (&c->slots[i].done_cv);
+  pthread_cond_destroy (&c->free_cv);
+  pthread_mutex_destroy (&c->m);
+  free (c->msgs);
+  free (c);
+}
+
+/* ---- The completion thread. */
+
+/* The connection broke: shut the server out of our buffers (QP to the
+ * error state: its RDMA to us fails from now on), then fail every
+ * request in flight.  Called with c->m held.
+ */
+static void
+broken (struct conn *c, const char *why)
+{
+  struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+
+  if (c->dead)
+    return;
+  nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
+                server.port, why);
+  ibv_modify_qp (c->id->qp, &a, IBV_QP_STATE);
+  c->dead = true;
+  for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
+    struct slot *s = &c->slots[i];
+    if (s->posted) {
+      s->posted = false;
+      s->done = true;
+      s->result = -1;
+      pthread_cond_signal (&s->done_cv);
+    }
+  }
+  pthread_cond_broadcast (&c->free_cv);
+}
+
+/* A completion; false when the connection broke. */
+static bool
+take (struct conn *c, const struct ibv_wc *wc)
+{
+  struct gm_rp_reply rep;
+  struct gm_rp_request r;
+  unsigned i = wc->wr_id >> 1;
+  char why[160];
+  struct slot *s;
+
+  if (wc->status != IBV_WC_SUCCESS) {
+    broken (c, ibv_wc_status_str (wc->status));
+    return false;
+  }
+  c->progress = now ();
+  if (!(wc->wr_id & WR_RECV))
+    return true;                /* a SEND went out: its reply tells more */
+  if (gm_rp_conn_take_reply (&c->rp, reply_buf (c, i), wc->byte_len, &rep, &r,
+                             why, sizeof why)) {
+    nbdkit_error (NAME ": protocol error from the server: %s", why);
+    broken (c, why);
+    return false;
+  }
+  s = &c->slots[r.handle & 0xff];
+  if (!s->posted || s->handle != r.handle) {
+    broken (c, "a reply for a handle of no request");
+    return false;
+  }
+  s->posted = false;
+  s->done = true;
+  s->result = rep.error ? gm_rp_error_from_wire (rep.error) : 0;
+  if (rep.error)
+    COUNT (BC_ERRORS, 1);
+  pthread_cond_signal (&s->done_cv);
+  if (post_recv (c, i) == -1) {
+    broken (c, "ibv_post_recv failed");
+    return false;
+  }
+  return true;
+}
+
+static void *
+completion_thread (void *arg)
+{
+  struct conn *c = arg;
+
+  for (;;) {
+    struct pollfd p[3] = { { .fd = c->cc->fd, .events = POLLIN },
+                           { .fd = c->ch->fd, .events = POLLIN },
+                           { .fd = c->stop_fd, .events = POLLIN } };
+    struct ibv_wc wc[16];
+    struct rdma_cm_event *ev;
+    struct ibv_cq *ev_cq;
+    void *ctx;
+    int n = ibv_poll_cq (c->cq, 16, wc);
+
+    if (n == 0) {
+      if (ibv_req_notify_cq (c->cq, 0))
+        n = -1;
+      else                      /* one may have landed before the notice */
+        n = ibv_poll_cq (c->cq, 16, wc);
+    }
+    if (n != 0) {
+      bool ok = n > 0;
+      pthread_mutex_lock (&c->m);
+      if (n < 0)
+        broken (c, "ibv_poll_cq failed");
+      for (int i = 0; i < n && ok; i++)
+        ok = take (c, &wc[i]);
+      pthread_mutex_unlock (&c->m);
+      if (!ok)
+        return NULL;
+      continue;
+    }
+    n = poll (p, 3, 1000);
+    if (n == -1 && errno != EINTR) {
+      pthread_mutex_lock (&c->m);
+      broken (c, "poll failed");
+      pthread_mutex_unlock (&c->m);
+      return NULL;
+    }
+    if (p[2].revents)
+      return NULL;              /* teardown */
+    if (p[0].revents && ibv_get_cq_event (c->cc, &ev_cq, &ctx) == 0)
+      ibv_ack_cq_events (ev_cq, 1);
+    if (p[1].revents && rdma_get_cm_event (c->ch, &ev) == 0) {
+      enum rdma_cm_event_type t = ev->event;
+      rdma_ack_cm_event (ev);
+      if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
+        pthread_mutex_lock (&c->m);
+        broken (c, rdma_event_str (t));
+        pthread_mutex_unlock (&c->m);
+        return NULL;
+      }
+    }
+    pthread_mutex_lock (&c->m);
+    if (c->rp.in_use && now () - c->progress > SILENCE_S) {
+      broken (c, "60 s without a completion");
+      pthread_mutex_unlock (&c->m);
+      return NULL;
+    }
+    pthread_mutex_unlock (&c->m);
+  }
+}
+
+/* ---- Requests. */
+
+int
+conn_reserve (struct conn *c, bool wait)
+{
+  int r = -1;
+
+  pthread_mutex_lock (&c->m);
+  for (;;) {
+    if (c->dead) {
+      if (!wait)
+        break;
+      if (c->busy || c->connecting) {
+        /* Others still collect their failed requests, or reconnect. */
+        pthread_cond_wait (&c->free_cv, &c->m);
+        continue;
+      }
+      c->connecting = true;
+      pthread_mutex_unlock (&c->m);
+      teardown (c);
+      r = connect_retry (c);
+      pthread_mutex_lock (&c->m);
+      c->connecting = false;
+      c->dead = r == -1;
+      pthread_cond_broadcast (&c->free_cv);
+      if (r == -1)
+        break;
+      continue;
+    }
+    if (c->busy < c->nslots) {
+      for (r = 0; c->slots[r].busy; r++)
+        ;
+      c->slots[r].busy = true;
+      c->slots[r].done = false;
+      c->busy++;
+      break;
+    }
+    r = -2;
+    if (!wait)
+      break;
+    COUNT (BC_CREDIT_WAITS, 1);
+    pthread_cond_wait (&c->free_cv, &c->m);
+  }
+  pthread_mutex_unlock (&c->m);
+  return r;
+}
+
+void
+conn_unreserve (struct conn *c, int slot)
+{
+  pthread_mutex_lock (&c->m);
+  c->slots[slot].busy = false;
+  c->busy--;
+  pthread_cond_broadcast (&c->free_cv);
+  pthread_mutex_unlock (&c->m);
+}
+
+int
+conn_post (struct conn *c, int slot, struct gm_rp_request *r)
+{
+  struct slot *s = &c->slots[slot];
+  uint8_t *m = req_buf (c, slot);
+  struct ibv_sge sge = { .addr = (uintptr_t) m, .length = GM_RP_REQUEST_SIZE };
+  struct ibv_send_wr wr = { .wr_id = WR_SEND, .sg_list = &sge, .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED }, *bad;
+  char why[160];
+  int e = -1;
+
+  pthread_mutex_lock (&c->m);
+  if (c->dead)
+    goto out;                   /* broke while this piece waited */
+  /* The slot in the low byte finds it again from the reply. */
+  r->handle = (++c->seq << 8) | (unsigned) slot;
+  e = gm_rp_conn_request_begin (&c->rp, r, why, sizeof why);
+  if (e > 0) {
+    nbdkit_debug (NAME ": refused locally: %s", why);
+    e = gm_rp_error_from_wire (e);
+    goto out;
+  }
+  if (e == -1) {
+    nbdkit_error (NAME ": %s", why);
+    broken (c, why);
+    goto out;
+  }
+  gm_rp_encode_request (r, m);
+  sge.lkey = c->msg_mr->lkey;
+  if (c->rp.in_use == 1)
+    c->progress = now ();
+  if (ibv_post_send (c->id->qp, &wr, &bad)) {
+    /* Its credit is taken and will never come back: start afresh. */
+    broken (c, "ibv_post_send failed");
+    e = -1;
+    goto out;
+  }
+  COUNT (BC_REQUESTS, 1);
+  s->handle = r->handle;
+  s->posted = true;
+  pthread_mutex_unlock (&c->m);
+  return 0;
+
+ out:
+  s->busy = false;
+  c->busy--;
+  pthread_cond_broadcast (&c->free_cv);
+  pthread_mutex_unlock (&c->m);
+  return e;
+}
+
+int
+conn_collect (struct conn *c, int slot)
+{
+  struct slot *s = &c->slots[slot];
+  int r;
+
+  pthread_mutex_lock (&c->m);
+  while (!s->done)
+    pthread_cond_wait (&s->done_cv, &c->m);
+  r = s->result;
+  s->busy = false;
+  c->busy--;
+  pthread_cond_broadcast (&c->free_cv);
+  pthread_mutex_unlock (&c->m);
+  return r;
+}
