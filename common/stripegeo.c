@@ -131,14 +131,33 @@ static int
 from_md_dir (const char *dir, const char *name, struct gm_stripe *s,
              char *why, size_t whylen)
 {
-  char level[32], disks[32], rp[64], w[160];
+  char level[32], disks[32], rp[64], act[32], ch[64], w[160];
   uint64_t chunk = 0, layout;
   int r;
 
+  /* md shows a reshape in several places, not all at once: the
+   * position once it runs, sync_action "reshape" from its request, and
+   * "NEW (OLD)" in raid_disks or chunk_size while they change.
+   */
   if (read_str (dir, "md/reshape_position", rp, sizeof rp) == 0 &&
       strcmp (rp, "none") != 0) {
     snprintf (why, whylen, "%s: a reshape is in progress (reshape_position "
               "%s): the geometry is changing", name, rp);
+    s->reshape = true;
+    return -1;
+  }
+  if (read_str (dir, "md/sync_action", act, sizeof act) == 0 &&
+      strcmp (act, "reshape") == 0) {
+    snprintf (why, whylen, "%s: a reshape is in progress (sync_action "
+              "reshape): the geometry is changing", name);
+    s->reshape = true;
+    return -1;
+  }
+  if (read_str (dir, "md/chunk_size", ch, sizeof ch) == 0 &&
+      strchr (ch, '(')) {
+    snprintf (why, whylen, "%s: a reshape is in progress (chunk_size %s): "
+              "the geometry is changing", name, ch);
+    s->reshape = true;
     return -1;
   }
   if (read_str (dir, "md/level", level, sizeof level) == -1 ||
@@ -151,6 +170,8 @@ from_md_dir (const char *dir, const char *name, struct gm_stripe *s,
                          read_u64 (dir, "md/layout", &layout) == 0 &&
                          layout <= LONG_MAX ? (long) layout : -1,
                          s, w, sizeof w);
+  if (r == -1 && strstr (w, "reshape"))
+    s->reshape = true;
   if (r != 1)
     snprintf (why, whylen, "%s: %s", name, w);
   else
@@ -237,6 +258,7 @@ gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
   struct stat st;
   dev_t d;
 
+  s->reshape = false;
   if (stat (path, &st) == -1) {
     snprintf (why, whylen, "%s: %s", path, strerror (errno));
     return -1;

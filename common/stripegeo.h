@@ -22,6 +22,8 @@ struct gm_stripe {
   bool parity_known;            /* false from io_min/io_opt */
   uint64_t offset;              /* where the device starts in the array,
                                  * bytes (a partition's start), else 0 */
+  bool reshape;                 /* -1 because md is reshaping: the
+                                 * geometry is changing (try later) */
   char source[160];             /* where it came from, for messages */
 };
 
@@ -51,7 +53,8 @@ int gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
 /* The geometry under 'path' (a block device: its own; a regular file:
  * its file system's device), with sysroot standing for /sys (NULL =
  * "/sys").  Returns 1 (found: *s set), 0 (no striping: why says what
- * was found) or -1 (path or sysfs unreadable: why).
+ * was found) or -1 (path or sysfs unreadable, or an md reshape in
+ * progress: s->reshape set; why says which).
  */
 int gm_stripe_detect (const char *sysroot, const char *path,
                       struct gm_stripe *s, char *why, size_t whylen);

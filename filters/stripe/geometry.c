@@ -95,10 +95,9 @@ geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
     snprintf (w, sizeof w, "no gmblock plugin below names the device");
 
   /* Neither the old nor the new geometry holds for the whole array
-   * while md reshapes it, whatever the options say.  (stripegeo says
-   * so in why when it refuses an array for a reshape.)
+   * while md reshapes it, whatever the options say.
    */
-  if (r == -1 && strstr (w, "a reshape is in progress")) {
+  if (r == -1 && geo->reshape) {
     memset (g, 0, sizeof *g);
     g->reshape = true;
     snprintf (why, len, "%s", w);

@@ -180,10 +180,27 @@ tree (void)
   else
     printf ("loop case not checked: mknod: %m\n");
 
-  /* A reshape, and no device at all. */
-  put ("devices/virtual/block/md0/md/reshape_position", "1024");
-  CHECK (detect (file, &s) == -1 && strstr (why, "reshape"));
-  put ("devices/virtual/block/md0/md/reshape_position", "none");
+  /* A reshape, as md shows it in each of its files (s.reshape set:
+   * try again later), and no device at all.
+   */
+  static const struct { const char *file, *during, *after, *why; } rs[] = {
+    { "reshape_position", "1024", "none", "reshape_position 1024" },
+    { "sync_action", "reshape", "idle", "sync_action reshape" },
+    { "chunk_size", "131072 (65536)", "65536", "chunk_size 131072 (65536)" },
+    { "raid_disks", "5 (4)", "4", "raid_disks 5 (4)" },
+  };
+  for (size_t i = 0; i < sizeof rs / sizeof rs[0]; i++) {
+    snprintf (text, sizeof text, "devices/virtual/block/md0/md/%s",
+              rs[i].file);
+    put (text, rs[i].during);
+    CHECK (detect (file, &s) == -1 && strstr (why, rs[i].why) && s.reshape);
+    put (text, rs[i].after);
+  }
+  put ("devices/virtual/block/md0/md/raid_disks", "5");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 4 && !s.reshape);
+  put ("devices/virtual/block/md0/md/level", "raid9");
+  CHECK (detect (file, &s) == 0 && !s.reshape);
+  put ("devices/virtual/block/md0/md/level", "raid5");
   link_dev (devno, "../../nowhere");
   CHECK (detect (file, &s) == 0 && strstr (why, "not a block device"));
   CHECK (detect ("/nonexistent/file", &s) == -1);
