@@ -66,7 +66,7 @@ $(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
 
 $(BRIDGE_SO): $(BRIDGE_OBJ) $(COMMON_LIB)
 	$(CC) $(ALL_CFLAGS) -shared -o $@ $(BRIDGE_OBJ) $(COMMON_LIB) $(RDMA_LIBS) -lpthread
-$(B)/filters/rdma/nbdkit-gmblock-rdma-filter.so: LIBS += $(RDMA_LIBS)
+$(B)/filters/rdma/nbdkit-gmblock-rdma-filter.so: LIBS += $(RDMA_LIBS) -lpci
 # A misbehaving RDMA client for the lab (tests/vm/scenarios/rdma-malformed.sh).
 $(B)/tests/rdma-badclient: tests/rdma-badclient.c $(COMMON_LIB)
 	@mkdir -p $(@D)

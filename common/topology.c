@@ -916,3 +916,33 @@ gm_topology_p2pmem_for (const char *pci_path, const char *file,
   gm_topology_free (&t);
   return 0;
 }
+
+/* "DDDD:BB:DD.F" or "BB:DD.F" into lower-case "DDDD:BB:DD.F". */
+int
+gm_parse_bdf (const char *s, size_t len, char *out, size_t outlen)
+{
+  unsigned d = 0, b, dv, f;
+  char tmp[32];
+  int n = 0;
+
+  if (len == 0 || len >= sizeof tmp)
+    return -1;
+  memcpy (tmp, s, len);
+  tmp[len] = '\0';
+  if (sscanf (tmp, "%x:%x:%x.%x%n", &d, &b, &dv, &f, &n) == 4 &&
+      tmp[n] == '\0')
+    ;
+  else if (d = 0, n = 0,
+           sscanf (tmp, "%x:%x.%x%n", &b, &dv, &f, &n) == 3 && tmp[n] == '\0')
+    ;
+  else
+    return -1;
+  if (d > 0xffff || b > 0xff || dv > 0x1f || f > 7)
+    return -1;
+  for (char *c = tmp; *c; c++)
+    if (!isxdigit (*c) && *c != ':' && *c != '.')
+      return -1;
+  snprintf (out, outlen, "%04x:%02x:%02x.%x", d, b, dv, f);
+  return 0;
+}
+

@@ -102,6 +102,11 @@ enum gm_path gm_topology_path (const struct gm_topology *t, int a, int b,
 const char *gm_path_name (enum gm_path p);      /* "switch", ... */
 bool gm_path_p2p_ok (enum gm_path p);
 
+/* "DDDD:BB:DD.F" or "BB:DD.F" (len bytes of s) into lower-case
+ * "DDDD:BB:DD.F" in out.  Returns 0, or -1 if it is not a PCI address.
+ */
+int gm_parse_bdf (const char *s, size_t len, char *out, size_t outlen);
+
 /* Index of a function by "DDDD:BB:DD.F" (or "BB:DD.F"), -1 if none. */
 int gm_topology_find (const struct gm_topology *t, const char *bdf);
 

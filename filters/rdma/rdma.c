@@ -29,6 +29,7 @@
 #include "registry.h"
 #include "sizes.h"
 #include "stripegeo.h"
+#include "topology.h"
 
 GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
 
@@ -48,7 +49,7 @@ static uint64_t pool_size = DEFAULT_POOL;
 static char *stats_file;
 static bool piece_set;          /* rdma-piece= given */
 struct rdma_settings gm_rdma_set = {
-  .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE,
+  .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE, .pool_stage = true,
 };
 
 /* Process-wide RDMA state, from .after_fork to .cleanup. */
@@ -59,10 +60,6 @@ static nbdkit_backend *backend;
 static pthread_t listener;
 static bool listener_started;
 static int wake_pipe[2] = { -1, -1 };
-
-/* The pool, one MR. */
-struct gm_pool *gm_rdma_pool;
-struct ibv_mr *gm_rdma_pool_mr;
 
 static struct client *clients;  /* under clients_lock */
 static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -111,10 +108,14 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   if (strcmp (key, "rdma-piece") == 0) {
-    const char *w = "not a power of two";
-    uint64_t n;
-    if (gm_parse_size (value, &n, &w) == -1 ||
-        (n != 0 && (n < 4096 || n > MAX_REQUEST || (n & (n - 1))))) {
+    const char *w = "out of range";
+    uint64_t n = 0;
+    int bad = gm_parse_size (value, &n, &w) == -1;
+    if (!bad && (n & (n - 1))) {
+      w = "not a power of two";
+      bad = 1;
+    }
+    if (bad || (n != 0 && (n < 4096 || n > MAX_REQUEST))) {
       nbdkit_error (NAME ": rdma-piece=%s: %s (expected 0, to send each "
                     "READ whole, or a power of two from 4K to 1M)", value, w);
       return -1;
@@ -122,6 +123,36 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     gm_rdma_set.piece = n;
     piece_set = true;
     return 0;
+  }
+  if (strcmp (key, "rdma-pool-memory") == 0) {
+    if (strcmp (value, "host") == 0)
+      gm_rdma_set.pool_device = false;
+    else if (strcmp (value, "p2pmem") == 0 ||
+             strcmp (value, "p2pmem:auto") == 0) {
+      gm_rdma_set.pool_device = true;
+      *gm_rdma_set.pool_bdf = '\0';
+    }
+    else if (strncmp (value, "p2pmem:", 7) == 0 &&
+             gm_parse_bdf (value + 7, strlen (value + 7), gm_rdma_set.pool_bdf,
+                           sizeof gm_rdma_set.pool_bdf) == 0)
+      gm_rdma_set.pool_device = true;
+    else {
+      nbdkit_error (NAME ": rdma-pool-memory=%s: expected host, p2pmem, "
+                    "p2pmem:auto or p2pmem:BDF, where BDF is a PCI address "
+                    "such as 0000:04:00.0 (gmblock-topology lists them)",
+                    value);
+      return -1;
+    }
+    return 0;
+  }
+  if (strcmp (key, "rdma-pool-fallback") == 0) {
+    if (strcmp (value, "stage") == 0 || strcmp (value, "refuse") == 0) {
+      gm_rdma_set.pool_stage = strcmp (value, "stage") == 0;
+      return 0;
+    }
+    nbdkit_error (NAME ": rdma-pool-fallback=%s: expected stage or refuse",
+                  value);
+    return -1;
   }
   if (strcmp (key, "rdma-stats") == 0) {
     free (stats_file);
@@ -179,6 +210,8 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   "rdma-pool=SIZE          Registered buffer pool shared by RDMA clients (32M).\n" \
   "rdma-threads=N          Request workers per RDMA client (4).\n" \
   "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
+  "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \
+  "rdma-pool-fallback=stage|refuse  If the NIC cannot register it (stage).\n" \
   "rdma-stats=FILE         Write counters to FILE at exit."
 
 static int
@@ -197,29 +230,6 @@ rdma_get_ready (int thread_model)
   if (gm_rdma_have_device (why, sizeof why) == -1) {
     nbdkit_error (NAME ": rdma=%s:%s: %s", listen_addr.host, listen_addr.port,
                   why);
-    return -1;
-  }
-  return 0;
-}
-
-/* ---- The pool. */
-
-static int
-pool_create (void)
-{
-  char err[256];
-
-  gm_rdma_pool = gm_pool_create (pool_size, GM_HUGE_AUTO, err, sizeof err);
-  if (gm_rdma_pool == NULL) {
-    nbdkit_error (NAME ": rdma-pool=%" PRIu64 ": %s", pool_size, err);
-    return -1;
-  }
-  gm_rdma_pool_mr = ibv_reg_mr (pd, gm_rdma_pool->mem.addr,
-                                gm_rdma_pool->mem.len, IBV_ACCESS_LOCAL_WRITE);
-  if (gm_rdma_pool_mr == NULL) {
-    nbdkit_error (NAME ": ibv_reg_mr of the %zu MiB pool: %m (raise "
-                  "ulimit -l, the locked memory limit)",
-                  gm_rdma_pool->mem.len >> 20);
     return -1;
   }
   return 0;
@@ -548,7 +558,8 @@ rdma_after_fork (nbdkit_backend *b)
     nbdkit_error (NAME ": ibv_alloc_pd: %m");
     goto fail;
   }
-  if (pool_create () == -1)
+  if (gm_rdma_memory_setup (pd, pool_size) == -1 ||
+      gm_rdma_memory_probe (b) == -1)
     goto fail;
   if (rdma_listen (listen_id, 64)) {
     nbdkit_error (NAME ": rdma_listen on %s:%s: %m", listen_addr.host,
@@ -562,11 +573,11 @@ rdma_after_fork (nbdkit_backend *b)
   }
   listener_started = true;
   freeaddrinfo (ai);
-  nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %zu bytes (%s), "
+  nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %zu bytes of %s, "
                 "%u workers per client, pieces of %u bytes%s",
                 listen_addr.host, listen_addr.port,
                 ibv_get_device_name (listen_id->verbs->device),
-                gm_rdma_pool->mem.len, gm_rdma_pool->mem.backing,
+                gm_rdma_pool->mem.len, gm_rdma_memory_desc (),
                 gm_rdma_set.serial ? 1 : gm_rdma_set.threads,
                 gm_rdma_set.piece,
                 gm_rdma_set.streams ? ", one stream per stripe data disk" : "");
@@ -598,17 +609,7 @@ rdma_cleanup (nbdkit_backend *b)
     rdma_destroy_id (listen_id);
     listen_id = NULL;
   }
-  if (gm_rdma_pool_mr) {
-    ibv_dereg_mr (gm_rdma_pool_mr);
-    gm_rdma_pool_mr = NULL;
-  }
-  if (gm_rdma_pool) {
-    struct gm_pool_stats ps;
-    gm_pool_get_stats (gm_rdma_pool, &ps);
-    atomic_store (&gm_rdma_stats[RC_POOL_WAITS].value, ps.waits);
-    gm_pool_destroy (gm_rdma_pool);
-    gm_rdma_pool = NULL;
-  }
+  gm_rdma_memory_free ();
   if (pd) {
     ibv_dealloc_pd (pd);
     pd = NULL;

@@ -3,6 +3,7 @@
  *
  * rdma.c    options, start-up, the listener thread, accepting clients
  * serve.c   one client: its completion poller and its request workers
+ * memory.c  request memory: host, or device memory (registered or staged)
  * stats.c   counters, and the overlap of disk and network per size
  */
 #ifndef GMBLOCK_RDMA_FILTER_H
@@ -31,7 +32,8 @@
 enum {
   RC_CLIENTS, RC_REFUSED, RC_DROPPED, RC_PROTO_ERRORS, RC_REQUESTS,
   RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
-  RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES, RC_COUNT
+  RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
+  RC_DEVICE_MR, RC_STAGED_BYTES, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -43,12 +45,27 @@ struct rdma_settings {
   uint32_t streams;             /* stripe data disks: pieces per stream
                                  * by chunk column; 0: a stream a piece */
   bool serial;                  /* the stack below serialises requests */
+  bool pool_device;             /* rdma-pool-memory=p2pmem[:BDF] */
+  bool pool_stage;              /* rdma-pool-fallback=stage */
+  char pool_bdf[16];            /* "" = auto */
+  char pool_paths[512];         /* for messages */
 };
 extern struct rdma_settings gm_rdma_set;
 
-/* The registered pool (rdma.c). */
+/* Request memory (memory.c): gm_rdma_pool is where the stack below
+ * reads into; gm_rdma_pool_mr registers what the NIC sends from.
+ */
 extern struct gm_pool *gm_rdma_pool;
 extern struct ibv_mr *gm_rdma_pool_mr;
+struct req;
+int gm_rdma_memory_setup (struct ibv_pd *pd, uint64_t size);
+int gm_rdma_memory_probe (nbdkit_backend *b);
+void gm_rdma_memory_free (void);
+const char *gm_rdma_memory_desc (void);
+void gm_rdma_mem_get (struct req *q);
+void gm_rdma_mem_put (struct req *q);
+void gm_rdma_mem_stage (struct req *q, uint32_t off, uint32_t len,
+                        bool to_send);
 
 /* A piece of a READ: read from the stack below, then RDMA-WRITten. */
 struct piece {
@@ -65,6 +82,7 @@ struct req {
   uint32_t error;               /* wire error; the first failure wins */
   uint32_t count;               /* BLOCK_STATUS extents */
   void *buf;                    /* from the pool while it is served */
+  void *sbuf;                   /* what the NIC uses: buf, or staging */
   size_t buflen;
   unsigned npieces, nstreams;
   unsigned next_stream;         /* next stream a worker may claim */

@@ -66,7 +66,7 @@ static int
 post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
            uint64_t wr_id, uint32_t off, uint32_t len)
 {
-  struct ibv_sge sge = { .addr = (uintptr_t) q->buf + off, .length = len,
+  struct ibv_sge sge = { .addr = (uintptr_t) q->sbuf + off, .length = len,
                          .lkey = gm_rdma_pool_mr->lkey };
   struct ibv_send_wr wr, *bad;
 
@@ -108,9 +108,7 @@ queue_req (struct client *c, struct req *q, const struct gm_rp_request *r,
 static void
 release_req (struct client *c, struct req *q)
 {
-  if (q->buf)
-    gm_pool_put (gm_rdma_pool, q->buf, q->buflen);
-  q->buf = NULL;
+  gm_rdma_mem_put (q);
   q->state = RQ_FREE;
   if (c->ndeferred) {
     struct gm_rp_request r = c->deferred[0];
@@ -217,6 +215,7 @@ run_stream (struct client *c, struct req *q, unsigned s)
       set_error (c, q, err);
       break;
     }
+    gm_rdma_mem_stage (q, pc->off, pc->len, true);
     q->net[p].start = gm_now_ns ();
     if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
                    WR_DATA | (uint64_t) idx << 8 | p, pc->off, pc->len)) {
@@ -296,6 +295,7 @@ serve_write (struct client *c, struct req *q, uint32_t fl)
     return;
   }
   COUNT (RC_WRITE_BYTES, q->r.length);
+  gm_rdma_mem_stage (q, 0, q->r.length, false);
   if (next->pwrite (next, q->buf, q->r.length, q->r.offset, fl, &err) == -1)
     set_error (c, q, err);
 }
@@ -314,10 +314,8 @@ begin (struct client *c, struct req *q)
     finish (c, q);
     return;
   }
-  if (q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE) {
-    q->buflen = (q->r.length + GM_POOL_UNIT - 1) & ~(size_t) (GM_POOL_UNIT - 1);
-    q->buf = gm_pool_get (gm_rdma_pool, q->buflen);
-  }
+  if (q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE)
+    gm_rdma_mem_get (q);
   switch (q->r.op) {
   case GM_RP_READ:
     plan_read (q);
@@ -618,8 +616,7 @@ gm_rdma_client_release (struct client *c)
     pthread_join (c->workers[i], NULL);
   if (c->reqs)
     for (i = 0; i < c->rp.lim.credits; i++)
-      if (c->reqs[i].buf)
-        gm_pool_put (gm_rdma_pool, c->reqs[i].buf, c->reqs[i].buflen);
+      gm_rdma_mem_put (&c->reqs[i]);
   gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);
   if (c->wake_fd >= 0)
     close (c->wake_fd);

@@ -28,35 +28,6 @@ NBDKIT_DLL_PUBLIC int gmblock_debug_topology = 0;
 
 #define DEVICE_POOL_MIN (1024 * 1024)
 
-/* "DDDD:BB:DD.F" or "BB:DD.F" into lower-case "DDDD:BB:DD.F". */
-static int
-parse_bdf (const char *s, size_t len, char *out, size_t outlen)
-{
-  unsigned d = 0, b, dv, f;
-  char tmp[32];
-  int n = 0;
-
-  if (len == 0 || len >= sizeof tmp)
-    return -1;
-  memcpy (tmp, s, len);
-  tmp[len] = '\0';
-  if (sscanf (tmp, "%x:%x:%x.%x%n", &d, &b, &dv, &f, &n) == 4 &&
-      tmp[n] == '\0')
-    ;
-  else if (d = 0, n = 0,
-           sscanf (tmp, "%x:%x.%x%n", &b, &dv, &f, &n) == 3 && tmp[n] == '\0')
-    ;
-  else
-    return -1;
-  if (d > 0xffff || b > 0xff || dv > 0x1f || f > 7)
-    return -1;
-  for (char *c = tmp; *c; c++)
-    if (!isxdigit (*c) && *c != ':' && *c != '.')
-      return -1;
-  snprintf (out, outlen, "%04x:%02x:%02x.%x", d, b, dv, f);
-  return 0;
-}
-
 int
 gm_buffer_parse (const char *value)
 {
@@ -74,7 +45,7 @@ gm_buffer_parse (const char *value)
   }
   if (strncmp (value, "p2pmem:", 7) == 0) {
     arg = value + 7;
-    if (parse_bdf (arg, strlen (arg), o->bdf, sizeof o->bdf) == -1)
+    if (gm_parse_bdf (arg, strlen (arg), o->bdf, sizeof o->bdf) == -1)
       goto bad;
     o->kind = GM_BUFFER_P2PMEM;
     return 0;
@@ -84,7 +55,7 @@ gm_buffer_parse (const char *value)
     char *end;
     long n;
     if (colon == NULL ||
-        parse_bdf (value + 4, colon - (value + 4), o->bdf, sizeof o->bdf) == -1)
+        gm_parse_bdf (value + 4, colon - (value + 4), o->bdf, sizeof o->bdf) == -1)
       goto bad;
     errno = 0;
     n = strtol (colon + 1, &end, 10);
