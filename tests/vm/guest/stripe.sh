@@ -105,26 +105,34 @@ check_block_sizes() {
     [ "${MAX:-0}" -ge $((CHUNK * DATA)) ] || fail "$1: maximum block $MAX below one stripe ($((CHUNK * DATA)))"
 }
 
-# small_roundtrip DEV: ext4 on DEV with part of the dataset (200 files)
-# and 8 MiB of fresh random data, unmount, e2fsck -f, forget the cache,
-# remount, every checksum compared; the fs is left unmounted. The lab's
-# whole dataset costs 25 s a round trip under TCG, too long for a
-# scenario that checks several arrays.
+# small_roundtrip DEV BACKING: ext4 on DEV with part of the dataset (200
+# files) and 8 MiB of fresh random data (big.bin, which LAB_CORRUPT=1
+# flips a byte of on BACKING, the device the server exports), unmount,
+# e2fsck -f, forget the cache, remount, every checksum compared; the fs
+# is left unmounted. The lab's whole dataset costs 25 s a round trip
+# under TCG, too long for a scenario that checks several arrays.
 small_roundtrip() {
-    local dev=$1 bad
+    local dev=$1 backing=$2
     make_fs "$dev"
     must mount "$dev" "$MNT"
-    step "write 200 files and 8 MiB of random data to $dev"
-    must tar -xf "$LAB_DATASET" -C "$MNT" --wildcards './small/d0[0-4]'
-    must head -c 8M /dev/urandom >"$MNT/rand.bin"
-    (cd "$MNT" && md5sum ./rand.bin) >"$LAB_RUN/small.md5"
-    grep ' \./small/d0[0-4]/' "$LAB_MANIFEST" >>"$LAB_RUN/small.md5"
+    small_put "$MNT"
     must umount "$MNT"
     fsck_clean "$dev"
+    corrupt_if_asked "$dev" "$backing"
     drop_caches "$dev"
     must mount "$dev" "$MNT"
     small_check "$MNT"
     must umount "$MNT"
+}
+
+# small_put DIR: small_roundtrip's files, their checksums remembered.
+small_put() {
+    step "write 200 files and 8 MiB of random data to $1"
+    must tar -xf "$LAB_DATASET" -C "$1" --wildcards './small/d0[0-4]'
+    must head -c 8M /dev/urandom >"$1/big.bin"
+    (cd "$1" && md5sum ./big.bin) >"$LAB_RUN/small.md5"
+    grep ' \./small/d0[0-4]/' "$LAB_MANIFEST" >>"$LAB_RUN/small.md5"
+    must sync -f "$1"
 }
 
 # small_check DIR: the files of small_roundtrip under DIR match.

@@ -33,7 +33,7 @@ array raid0 0 "" "${M4[@]}"
 stripe_serve raid0 /dev/md0 "${stack[@]}"
 shaped raid0 "${M4[@]}"
 attach /dev/nbd0 10809
-small_roundtrip /dev/nbd0
+small_roundtrip /dev/nbd0 /dev/md0
 detach /dev/nbd0
 step "qemu-nbd --connect=/dev/nbd1 nbd://127.0.0.1:10809 (QEMU's NBD client)"
 must qemu-nbd --connect=/dev/nbd1 --format=raw --cache=none nbd://127.0.0.1:10809
@@ -60,7 +60,7 @@ stop plain5
 stripe_serve raid5-4 /dev/md0 "${stack[@]}"
 shaped raid5-4 "${M4[@]}"
 attach /dev/nbd0 10809
-small_roundtrip /dev/nbd0
+small_roundtrip /dev/nbd0 /dev/md0
 detach /dev/nbd0
 stop raid5-4
 check_geometry raid5-4 "md0 raid5"
