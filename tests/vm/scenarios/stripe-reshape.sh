@@ -5,7 +5,9 @@
 # after it gets the new one (4 data disks: 256K), said once and counted,
 # equal to mdadm's. The ext4 written before and during the reshape, over
 # the connection opened before it, reads back byte for byte through a
-# new connection, and e2fsck -f finds it clean.
+# new connection, and e2fsck -f finds it clean; 1 MiB QEMU wrote beside
+# it over a connection opened during the reshape reads back (qemu-io's
+# pattern check) over one opened after it, and on md0.
 # lab-disks: virtio:16M virtio:16M virtio:16M virtio:16M virtio:16M
 # lab-timeout: 240
 . "$LAB_REPO/tests/vm/guest/lib.sh"
@@ -19,7 +21,9 @@ probe
 before_pref=$PREF
 check_block_sizes before
 attach /dev/nbd0 10809
-make_fs /dev/nbd0
+# ext4 on the first 32 MiB; [40M, 41M) is for raw writes by QEMU.
+step "mkfs.ext4 /dev/nbd0 32M"
+must mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 /dev/nbd0 32M
 must mount /dev/nbd0 "$MNT"
 small_put "$MNT"
 
@@ -36,6 +40,8 @@ echo "md0 during: sync_action $(cat /sys/block/md0/md/sync_action), raid_disks $
 [ "$(cat /sys/block/md0/md/sync_action)" = reshape ] || fail "no reshape running after mdadm --grow"
 probe
 [ "$PREF" = 65536 ] || fail "during the reshape a new connection got preferred block $PREF, expected gmblock's own 65536 (pass-through)"
+step "qemu-io: write 1 MiB (pattern 0xa5) at 40M over a connection opened during the reshape"
+must qemu-io -f raw -c "write -P 0xa5 40M 1M" nbd://127.0.0.1:10809
 step "write 4 MiB more over the connection opened before the reshape"
 must head -c 4M /dev/urandom >"$MNT/during.bin"
 must sync -f "$MNT"
@@ -52,6 +58,9 @@ md_expect /dev/md0
 probe
 check_block_sizes after
 [ "$PREF" != "$before_pref" ] || fail "the preferred block did not change with the reshape ($PREF)"
+step "qemu-io: read it back over a connection opened after the reshape, and on md0"
+must qemu-io -f raw -c "read -P 0xa5 40M 1M" nbd://127.0.0.1:10809
+must qemu-io -f raw -c "read -P 0xa5 40M 1M" /dev/md0
 
 detach /dev/nbd0
 fsck_clean /dev/md0
