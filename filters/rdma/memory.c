@@ -169,7 +169,13 @@ gm_rdma_memory_free (void)
 void
 gm_rdma_mem_get (struct req *q)
 {
-  q->buflen = (q->r.length + GM_POOL_UNIT - 1) & ~(size_t) (GM_POOL_UNIT - 1);
+  gm_rdma_mem_get_len (q, q->r.length);
+}
+
+void
+gm_rdma_mem_get_len (struct req *q, size_t len)
+{
+  q->buflen = (len + GM_POOL_UNIT - 1) & ~(size_t) (GM_POOL_UNIT - 1);
   q->buf = gm_pool_get (gm_rdma_pool, q->buflen);
   q->sbuf = send_pool ? gm_pool_get (send_pool, q->buflen) : q->buf;
 }

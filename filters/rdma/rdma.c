@@ -259,7 +259,7 @@ open_below (struct client *c, struct gm_rp_limits *l)
   nbdkit_next *n;
   uint32_t bmin, bpref, bmax;
   int64_t size;
-  int w, fl, fua, tr, z, fz, ca, mc, rot;
+  int w, fl, fua, tr, z, fz, ca, mc, rot, ex;
 
   n = nbdkit_next_context_open (backend, 0, "", 1);
   if (n == NULL)
@@ -279,8 +279,9 @@ open_below (struct client *c, struct gm_rp_limits *l)
   ca = n->can_cache (n);
   mc = n->can_multi_conn (n);
   rot = n->is_rotational (n);
+  ex = n->can_extents (n);
   if (size < 0 || w < 0 || fl < 0 || fua < 0 || tr < 0 || z < 0 || fz < 0 ||
-      ca < 0 || mc < 0 || rot < 0 ||
+      ca < 0 || mc < 0 || rot < 0 || ex < 0 ||
       n->block_size (n, &bmin, &bpref, &bmax) == -1)
     return -1;
   if (bmin == 0) {              /* no constraints */
@@ -316,6 +317,8 @@ open_below (struct client *c, struct gm_rp_limits *l)
     l->flags |= GM_RP_TF_MULTI_CONN;
   if (ca != NBDKIT_CACHE_NONE)
     l->flags |= GM_RP_TF_CACHE;
+  if (ex)
+    l->flags |= GM_RP_TF_BLOCK_STATUS;
   return 0;
 }
 

@@ -33,7 +33,7 @@ enum {
   RC_CLIENTS, RC_REFUSED, RC_DROPPED, RC_PROTO_ERRORS, RC_REQUESTS,
   RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
-  RC_DEVICE_MR, RC_STAGED_BYTES, RC_COUNT
+  RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -63,6 +63,7 @@ int gm_rdma_memory_probe (nbdkit_backend *b);
 void gm_rdma_memory_free (void);
 const char *gm_rdma_memory_desc (void);
 void gm_rdma_mem_get (struct req *q);
+void gm_rdma_mem_get_len (struct req *q, size_t len);
 void gm_rdma_mem_put (struct req *q);
 void gm_rdma_mem_stage (struct req *q, uint32_t off, uint32_t len,
                         bool to_send);

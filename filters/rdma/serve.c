@@ -80,7 +80,8 @@ post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
   wr.wr.rdma.rkey = q->r.rkey;
   if (op == IBV_WR_RDMA_WRITE) {
     COUNT (RC_RDMA_WRITES, 1);
-    COUNT (RC_READ_BYTES, len);
+    if (q->r.op == GM_RP_READ)
+      COUNT (RC_READ_BYTES, len);
   }
   else
     COUNT (RC_RDMA_READS, 1);
@@ -300,6 +301,63 @@ serve_write (struct client *c, struct req *q, uint32_t fl)
     set_error (c, q, err);
 }
 
+/* BLOCK_STATUS: the extents below, as many as the client's buffer
+ * takes (at most EXTENTS_MAX), RDMA-WRITten to it.
+ */
+#define EXTENTS_MAX 512
+
+static void
+serve_extents (struct client *c, struct req *q)
+{
+  nbdkit_next *next = c->next;
+  uint64_t pos = q->r.offset, end = q->r.offset + q->r.length;
+  bool one = q->r.flags & GM_RP_FLAG_REQ_ONE;
+  uint32_t max = one ? 1 : q->r.buf_len / GM_RP_EXTENT_SIZE, n = 0;
+  struct nbdkit_extents *ex;
+  int err = 0;
+
+  if (max > EXTENTS_MAX)
+    max = EXTENTS_MAX;
+  ex = nbdkit_extents_new (pos, end);
+  if (ex == NULL) {
+    set_error (c, q, ENOMEM);
+    return;
+  }
+  if (next->extents (next, q->r.length, q->r.offset,
+                     one ? NBDKIT_FLAG_REQ_ONE : 0, ex, &err) == -1) {
+    set_error (c, q, err);
+    nbdkit_extents_free (ex);
+    return;
+  }
+  gm_rdma_mem_get_len (q, max * GM_RP_EXTENT_SIZE);
+  for (size_t i = 0; i < nbdkit_extents_count (ex) && n < max && pos < end;
+       i++) {
+    struct nbdkit_extent e = nbdkit_get_extent (ex, i);
+    uint64_t e_end = e.offset + e.length < end ? e.offset + e.length : end;
+    struct gm_rp_extent w;
+
+    if (e_end <= pos)
+      continue;
+    /* A length is 32 bits: a longer extent is cut (the client asks
+     * again from where it ends). */
+    w.length = e_end - pos > 0x80000000u ? 0x80000000u : e_end - pos;
+    w.flags = e.type & (GM_RP_EXTENT_HOLE | GM_RP_EXTENT_ZERO);
+    gm_rp_encode_extent (&w, (uint8_t *) q->sbuf + n++ * GM_RP_EXTENT_SIZE);
+    pos += w.length;
+  }
+  nbdkit_extents_free (ex);
+  if (n == 0) {                 /* nbdkit always covers the offset */
+    set_error (c, q, EIO);
+    return;
+  }
+  q->count = n;
+  COUNT (RC_EXTENTS, n);
+  if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
+                 WR_DATA | (uint64_t) req_index (c, q) << 8, 0,
+                 n * GM_RP_EXTENT_SIZE))
+    set_error (c, q, EIO);
+}
+
 /* The worker that takes q from the queue: everything but a READ's
  * other streams.
  */
@@ -358,6 +416,10 @@ begin (struct client *c, struct req *q)
   case GM_RP_CACHE:
     r = next->cache (next, q->r.length, q->r.offset, 0, &err);
     break;
+  case GM_RP_BLOCK_STATUS:
+    serve_extents (c, q);
+    finish (c, q);
+    return;
   default:                      /* not advertised: refused by the checks */
     r = -1;
     err = EINVAL;

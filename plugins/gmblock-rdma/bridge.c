@@ -16,6 +16,7 @@
  * the transport is retried once on the new connection.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -300,6 +301,20 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
   return res;
 }
 
+/* 0, or -1 with nbdkit's error set from e (a positive errno, or -1:
+ * the transport failed, EIO).
+ */
+static int
+outcome (int e)
+{
+  if (e == 0)
+    return 0;
+  if (e == -1)
+    COUNT (BC_TRANSPORT_ERRORS, 1);
+  nbdkit_set_error (e == -1 ? EIO : e);
+  return -1;
+}
+
 /* run, with one retry on a new connection for idempotent ops.
  * Returns 0 or -1 with the nbdkit error set.
  */
@@ -313,12 +328,7 @@ request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
     COUNT (BC_RETRIES, 1);
     e = run (c, op, flags, buf, count, offset);
   }
-  if (e == 0)
-    return 0;
-  if (e == -1)
-    COUNT (BC_TRANSPORT_ERRORS, 1);
-  nbdkit_set_error (e == -1 ? EIO : e);
-  return -1;
+  return outcome (e);
 }
 
 static int64_t
@@ -450,6 +460,73 @@ bridge_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   return request (handle, GM_RP_CACHE, 0, NULL, count, offset, true);
 }
 
+static int
+bridge_can_extents (void *handle)
+{
+  return !!(conn_limits (handle)->flags & GM_RP_TF_BLOCK_STATUS);
+}
+
+/* BLOCK_STATUS: the server RDMA-WRITEs up to EXTENTS_MAX extents into
+ * a bounce buffer; they are checked (gm_rp_check_extents) before
+ * nbdkit gets them.  Once, retried after a reconnect like READ.
+ */
+#define EXTENTS_MAX 512
+
+static int
+extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
+              struct nbdkit_extents *ex)
+{
+  struct gm_rp_request r = {
+    .op = GM_RP_BLOCK_STATUS, .flags = one ? GM_RP_FLAG_REQ_ONE : 0,
+    .length = count, .offset = offset,
+  };
+  struct buf_ref b;
+  uint32_t n = 0, len = (one ? 1 : EXTENTS_MAX) * GM_RP_EXTENT_SIZE;
+  uint64_t pos = offset;
+  char why[160];
+  int slot, e;
+
+  if ((slot = conn_reserve (c, true)) < 0)
+    return -1;
+  if (len > mem_max_request ())
+    len = mem_max_request () / GM_RP_EXTENT_SIZE * GM_RP_EXTENT_SIZE;
+  mem_get_bounce (len, true, &b);
+  r.addr = (uintptr_t) b.addr;
+  r.rkey = b.rkey;
+  r.buf_len = len;
+  e = conn_post (c, slot, &r);
+  if (e == 0)
+    e = conn_collect_count (c, slot, &n);
+  if (e == 0 && gm_rp_check_extents (b.addr, n, &r, why, sizeof why) == -1) {
+    nbdkit_error (NAME ": BLOCK_STATUS at %" PRIu64 ": %s", offset, why);
+    e = EIO;
+  }
+  for (uint32_t i = 0; e == 0 && i < n; i++) {
+    struct gm_rp_extent x;
+    gm_rp_decode_extent ((uint8_t *) b.addr + i * GM_RP_EXTENT_SIZE,
+                         GM_RP_EXTENT_SIZE, &x, why, sizeof why);
+    if (nbdkit_add_extent (ex, pos, x.length, x.flags) == -1)
+      e = errno ? errno : EIO;
+    pos += x.length;
+  }
+  mem_put (&b);
+  return e;
+}
+
+static int
+bridge_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+                struct nbdkit_extents *ex)
+{
+  bool one = flags & NBDKIT_FLAG_REQ_ONE;
+  int e = extents_once (handle, count, offset, one, ex);
+
+  if (e == -1) {
+    COUNT (BC_RETRIES, 1);
+    e = extents_once (handle, count, offset, one, ex);
+  }
+  return outcome (e);
+}
+
 static struct nbdkit_plugin plugin = {
   .name = NAME,
   .longname = "gmblock RDMA client bridge",
@@ -477,6 +554,8 @@ static struct nbdkit_plugin plugin = {
   .trim = bridge_trim,
   .zero = bridge_zero,
   .cache = bridge_cache,
+  .can_extents = bridge_can_extents,
+  .extents = bridge_extents,
   .errno_is_preserved = 0,
 };
 

@@ -70,6 +70,8 @@ uint32_t mem_max_request (void);
  * else -1 when none is).  0 or -1.
  */
 int mem_get (void *user, uint32_t len, bool wait, struct buf_ref *b);
+/* A pool buffer whatever the zero-copy mode (BLOCK_STATUS). */
+int mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b);
 void mem_put (struct buf_ref *b);
 void mem_unload (void);
 
@@ -95,5 +97,7 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
  * (the server's answer) or -1 (the connection broke).
  */
 int conn_collect (struct conn *c, int slot);
+/* The same, with a BLOCK_STATUS reply's count of extents. */
+int conn_collect_count (struct conn *c, int slot, uint32_t *count);
 
 #endif /* GMBLOCK_BRIDGE_H */

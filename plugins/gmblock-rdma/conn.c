@@ -44,6 +44,7 @@ struct slot {
   bool posted;                  /* its SEND went out, no answer yet */
   bool done;
   int result;                   /* 0, a positive errno, -1 transport */
+  uint32_t count;               /* BLOCK_STATUS: extents written */
   uint64_t handle;
 };
 
@@ -501,6 +502,7 @@ take (struct conn *c, const struct ibv_wc *wc)
   s->posted = false;
   s->done = true;
   s->result = rep.error ? gm_rp_error_from_wire (rep.error) : 0;
+  s->count = rep.count;
   if (rep.error)
     COUNT (BC_ERRORS, 1);
   pthread_cond_signal (&s->done_cv);
@@ -687,6 +689,12 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
 int
 conn_collect (struct conn *c, int slot)
 {
+  return conn_collect_count (c, slot, NULL);
+}
+
+int
+conn_collect_count (struct conn *c, int slot, uint32_t *count)
+{
   struct slot *s = &c->slots[slot];
   int r;
 
@@ -694,6 +702,8 @@ conn_collect (struct conn *c, int slot)
   while (!s->done)
     pthread_cond_wait (&s->done_cv, &c->m);
   r = s->result;
+  if (count)
+    *count = s->count;
   s->busy = false;
   c->busy--;
   pthread_cond_broadcast (&c->free_cv);

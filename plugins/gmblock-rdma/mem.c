@@ -268,6 +268,14 @@ mem_get (void *user, uint32_t len, bool wait, struct buf_ref *b)
       return 0;
     }
   }
+  return mem_get_bounce (len, wait, b);
+}
+
+int
+mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b)
+{
+  b->len = len;
+  b->ent = -1;
   b->addr = wait ? gm_pool_get (pool, len) : gm_pool_tryget (pool, len);
   if (b->addr == NULL)
     return -1;

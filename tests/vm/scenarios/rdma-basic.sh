@@ -68,4 +68,19 @@ stop srv2
 wait "$holder" || fail "the NBD client holding a bridge connection failed"
 stop br2
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv2.rdma-stats")"
+step "block status through the bridge: the holes of a sparse file"
+must truncate -s 64M "$LAB_RUN/sparse.img"
+must dd if=/dev/urandom of="$LAB_RUN/sparse.img" bs=1M count=1 seek=10 conv=notrunc status=none
+serve srv3 10809 "$LAB_RUN/sparse.img" "${rdma_opts[@]}" -- rdma=10.77.0.1 direct=false \
+    rdma-stats="$LAB_OUT/srv3.rdma-stats"
+bridge br3 10.77.0.1
+must nbdinfo --map nbd://127.0.0.1:10809 >"$LAB_OUT/map-tcp.txt"
+must nbdinfo --map "nbd+unix:///?socket=$LAB_RUN/br3.sock" >"$LAB_OUT/map-rdma.txt"
+cat "$LAB_OUT/map-rdma.txt"
+diff "$LAB_OUT/map-tcp.txt" "$LAB_OUT/map-rdma.txt" || fail "the map through the bridge differs from the map over TCP"
+awk '$1 == 0 && $2 == 10485760 && $3 == 3 { h = 1 } $1 == 10485760 && $2 == 1048576 && $3 == 0 { d = 1 }
+     END { exit !(h && d) }' "$LAB_OUT/map-rdma.txt" ||
+    fail "the map through the bridge does not show the hole [0, 10M) and the data [10M, 11M)"
+stop br3
+stop srv3
 echo "rdma-basic: all checks passed"
