@@ -30,7 +30,8 @@ load() {
 # serve NAME WHERE FILE [nbdkit options...] [-- plugin params...]
 # Start the plugin under test on FILE as a background job (nbdkit -f)
 # (its errors land in $LAB_OUT/NAME.nbdkit.log), listening on 127.0.0.1
-# port WHERE, or on the Unix socket WHERE if it starts with /.
+# port WHERE, on ADDR port PORT if WHERE is ADDR:PORT, or on the Unix
+# socket WHERE if it starts with /.
 # LAB_PLUGIN=file serves with nbdkit's own file plugin (harness debugging
 # only: every scenario is meant to test gmblock).
 serve() {
@@ -41,6 +42,7 @@ serve() {
     params=("$@")
     case $where in
     /*) listen=(-U "$where") ;;
+    *:*) listen=(-i "${where%:*}" -p "${where##*:}") ;;
     *)  listen=(-i 127.0.0.1 -p "$where") ;;
     esac
     case ${LAB_PLUGIN:-gmblock} in
