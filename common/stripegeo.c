@@ -296,3 +296,29 @@ gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
             "parity %u", chunk, dd, parity);
   return 1;
 }
+
+unsigned
+gm_stripe_layout (const struct gm_stripe *s, uint64_t offset, uint32_t len,
+                  struct gm_stripe_piece *p, unsigned max, unsigned *nstreams)
+{
+  uint64_t a = offset + s->offset, end = a + len, col0 = 0;
+  unsigned n = 0;
+
+  if (len == 0 || s->chunk == 0 || s->data_disks == 0 ||
+      (end - 1) / s->chunk - a / s->chunk + 1 > max)
+    return 0;
+  for (; a < end; n++) {
+    uint64_t b = (a / s->chunk + 1) * s->chunk;
+    uint64_t col = a / s->chunk % s->data_disks;
+    if (b > end)
+      b = end;
+    if (n == 0)
+      col0 = col;
+    p[n].off = a - offset - s->offset;
+    p[n].len = b - a;
+    p[n].stream = (col + s->data_disks - col0) % s->data_disks;
+    a = b;
+  }
+  *nstreams = n < s->data_disks ? n : s->data_disks;
+  return n;
+}

@@ -59,6 +59,27 @@ int gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
 int gm_stripe_detect (const char *sysroot, const char *path,
                       struct gm_stripe *s, char *why, size_t whylen);
 
+/* A piece of a request's stream layout: bytes [off, off + len) of the
+ * request's buffer, read by stream 'stream'.
+ */
+struct gm_stripe_piece {
+  uint32_t off, len;
+  uint16_t stream;
+};
+
+/* The stream layout of [offset, offset + len) of the export: cut at the
+ * array's chunk boundaries (s->offset is where the export starts in the
+ * array), each piece in the stream of its data column (chunk index
+ * modulo data disks; within a stripe every column is another member),
+ * streams numbered from 0 in the order they first appear, a stream's
+ * pieces in buffer order.  Fills at most max pieces: returns how many
+ * (and the number of streams in *nstreams), or 0 when more than max
+ * would be needed.
+ */
+unsigned gm_stripe_layout (const struct gm_stripe *s, uint64_t offset,
+                           uint32_t len, struct gm_stripe_piece *p,
+                           unsigned max, unsigned *nstreams);
+
 /* The geometry gmblock-stripe published in the registry (registry.h,
  * GM_REG_STRIPE) for the layers above it.  Returns 1 (*s set, source
  * says so), 0 (none published) or -1 (malformed: why says what).

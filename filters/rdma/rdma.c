@@ -179,14 +179,14 @@ stripe_streams (void)
   }
   if (r == 0 || piece_set)
     return 0;
-  if (g.chunk < 4096 || g.chunk > MAX_REQUEST || (g.chunk & (g.chunk - 1)) ||
-      g.offset % g.chunk) {
+  if (g.chunk < 4096 || g.chunk > MAX_REQUEST) {
     nbdkit_debug (NAME ": %s: chunks that do not fit a piece, pieces of %u "
                   "bytes", g.source, gm_rdma_set.piece);
     return 0;
   }
   gm_rdma_set.piece = g.chunk;
   gm_rdma_set.streams = g.data_disks;
+  gm_rdma_set.stripe_offset = g.offset;
   return 0;
 }
 

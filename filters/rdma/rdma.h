@@ -24,6 +24,7 @@
 #include "overlap.h"
 #include "pool.h"
 #include "rdmaproto.h"
+#include "stripegeo.h"
 
 #define NAME "gmblock-rdma"
 
@@ -44,6 +45,7 @@ struct rdma_settings {
   uint32_t piece;               /* split READs into pieces this big; 0: no */
   uint32_t streams;             /* stripe data disks: pieces per stream
                                  * by chunk column; 0: a stream a piece */
+  uint64_t stripe_offset;       /* where the export starts in the array */
   bool serial;                  /* the stack below serialises requests */
   bool pool_device;             /* rdma-pool-memory=p2pmem[:BDF] */
   bool pool_stage;              /* rdma-pool-fallback=stage */
@@ -68,11 +70,6 @@ void gm_rdma_mem_put (struct req *q);
 void gm_rdma_mem_stage (struct req *q, uint32_t off, uint32_t len,
                         bool to_send);
 
-/* A piece of a READ: read from the stack below, then RDMA-WRITten. */
-struct piece {
-  uint32_t off, len;            /* in the request */
-  uint16_t stream;
-};
 
 enum req_state { RQ_FREE, RQ_SETUP, RQ_QUEUED, RQ_ACTIVE, RQ_REPLIED };
 
@@ -88,7 +85,7 @@ struct req {
   unsigned npieces, nstreams;
   unsigned next_stream;         /* next stream a worker may claim */
   unsigned streams_left;        /* the worker ending the last replies */
-  struct piece piece[MAX_PIECES];
+  struct gm_stripe_piece piece[MAX_PIECES]; /* read, then RDMA-WRITten */
   bool rread_done, rread_ok;    /* WRITE: the RDMA READ's completion */
   uint64_t t0;                  /* taken from its receive */
   struct gm_span disk[MAX_PIECES], net[MAX_PIECES];

@@ -198,7 +198,7 @@ run_stream (struct client *c, struct req *q, unsigned s)
   unsigned idx = req_index (c, q), left;
 
   for (unsigned p = 0; p < q->npieces; p++) {
-    struct piece *pc = &q->piece[p];
+    struct gm_stripe_piece *pc = &q->piece[p];
     int err = 0, r;
 
     if (pc->stream != s)
@@ -231,40 +231,33 @@ run_stream (struct client *c, struct req *q, unsigned s)
     finish (c, q);
 }
 
-/* Cut q (a READ) into pieces and streams. */
+/* Cut q (a READ) into pieces and streams: gmblock-stripe's layout, or
+ * fixed pieces each its own stream.
+ */
 static void
 plan_read (struct req *q)
 {
-  uint64_t off = q->r.offset, end = off + q->r.length;
-  uint64_t piece = gm_rdma_set.piece, streams = gm_rdma_set.streams;
-  uint64_t a, col0 = 0;
-  unsigned n = 0;
+  struct gm_stripe g = {
+    .chunk = gm_rdma_set.piece,
+    .data_disks = gm_rdma_set.streams ? gm_rdma_set.streams : MAX_PIECES,
+    .offset = gm_rdma_set.streams ? gm_rdma_set.stripe_offset : 0,
+  };
+  unsigned n;
 
-  if (gm_rdma_set.serial || piece == 0 || q->r.length <= piece) {
-    q->piece[0] = (struct piece) { 0, q->r.length, 0 };
+  if (gm_rdma_set.serial || g.chunk == 0 || q->r.length <= g.chunk) {
+    q->piece[0] = (struct gm_stripe_piece) { 0, q->r.length, 0 };
     q->npieces = q->nstreams = 1;
     return;
   }
   /* Too many pieces: bigger ones (then a piece spans data disks, and
    * each is its own stream). */
-  while ((end - 1) / piece - off / piece + 1 > MAX_PIECES) {
-    piece *= 2;
-    streams = 0;
-  }
-  for (a = off; a < end; n++) {
-    uint64_t b = (a / piece + 1) * piece;
-    if (b > end)
-      b = end;
-    if (n == 0)
-      col0 = a / piece;
-    q->piece[n] = (struct piece) {
-      .off = a - off, .len = b - a,
-      .stream = streams ? (a / piece - col0) % streams : n,
-    };
-    a = b;
+  while ((n = gm_stripe_layout (&g, q->r.offset, q->r.length, q->piece,
+                                MAX_PIECES, &q->nstreams)) == 0) {
+    g.chunk *= 2;
+    g.data_disks = MAX_PIECES;
+    g.offset = 0;
   }
   q->npieces = n;
-  q->nstreams = streams && streams < n ? streams : n;
   COUNT (RC_SPLIT_READS, 1);
   COUNT (RC_PIECES, n);
 }

@@ -215,6 +215,47 @@ main (void)
   levels ();
   hints ();
   tree ();
+  /* Stream layouts. */
+  {
+    struct gm_stripe s = { .chunk = 65536, .data_disks = 4 };
+    struct gm_stripe_piece p[16];
+    unsigned ns = 0;
+
+    /* 1M aligned on RAID0 of 4: 16 chunks, 4 streams by column. */
+    CHECK_EQ_U64 (gm_stripe_layout (&s, 1 << 20, 1 << 20, p, 16, &ns), 16);
+    CHECK_EQ_U64 (ns, 4);
+    for (unsigned i = 0; i < 16; i++) {
+      CHECK_EQ_U64 (p[i].off, i * 65536);
+      CHECK_EQ_U64 (p[i].len, 65536);
+      CHECK_EQ_U64 (p[i].stream, i % 4);
+    }
+    /* Unaligned: a cut first and last piece; streams from the first
+     * piece's column (column 1 is stream 0). */
+    CHECK_EQ_U64 (gm_stripe_layout (&s, 65536 + 4096, 3 * 65536, p, 16, &ns), 4);
+    CHECK_EQ_U64 (p[0].off, 0);
+    CHECK_EQ_U64 (p[0].len, 61440);
+    CHECK_EQ_U64 (p[0].stream, 0);
+    CHECK_EQ_U64 (p[3].off, 61440 + 2 * 65536);
+    CHECK_EQ_U64 (p[3].len, 4096);
+    CHECK_EQ_U64 (p[3].stream, 3);
+    CHECK_EQ_U64 (ns, 4);
+    /* RAID5 of 4 (3 data columns) on a partition 1M + 64K into the
+     * array: the export's offset 0 is column 1. */
+    s = (struct gm_stripe) { .chunk = 65536, .data_disks = 3,
+                             .offset = (1 << 20) + 65536 };
+    CHECK_EQ_U64 (gm_stripe_layout (&s, 0, 4 * 65536, p, 16, &ns), 4);
+    CHECK_EQ_U64 (p[0].stream, 0);
+    CHECK_EQ_U64 (p[1].stream, 1);
+    CHECK_EQ_U64 (p[2].stream, 2);
+    CHECK_EQ_U64 (p[3].stream, 0);
+    CHECK_EQ_U64 (p[3].off, 3 * 65536);
+    CHECK_EQ_U64 (ns, 3);
+    /* One piece; too many pieces. */
+    CHECK_EQ_U64 (gm_stripe_layout (&s, 100, 200, p, 16, &ns), 1);
+    CHECK_EQ_U64 (ns, 1);
+    CHECK_EQ_U64 (gm_stripe_layout (&s, 0, 17 * 65536, p, 16, &ns), 0);
+    CHECK_EQ_U64 (gm_stripe_layout (&s, 0, 0, p, 16, &ns), 0);
+  }
   /* What gmblock-stripe publishes for the layers above it. */
   {
     struct gm_stripe s;

@@ -5,14 +5,14 @@
 # must come back byte for byte, with the pieces counted and the overlap
 # of disk and network measured; the same copy with rdma-piece=0 (each
 # READ read whole, then sent) is the control, whose overlap is 0.
-# lab-disks: virtio:48M virtio:48M virtio:48M virtio:48M
+# lab-disks: virtio:16M virtio:16M virtio:16M virtio:16M
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair
 make_raid 0 /dev/vda /dev/vdb /dev/vdc /dev/vdd
 bridge_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
-must head -c 64M /dev/urandom >"$LAB_RUN/a.img"
+must head -c 32M /dev/urandom >"$LAB_RUN/a.img"
 
 # copy NAME [filter params...]: a.img in and out through a bridge, 1 MiB
 # requests; leaves the server's counters in NAME.rdma-stats.
@@ -26,7 +26,7 @@ copy() {
     must nbdcopy --request-size=1048576 "$LAB_RUN/a.img" "$bridge_uri"
     rm -f "$LAB_RUN/out.img"
     must nbdcopy --request-size=1048576 --connections=1 "$bridge_uri" "$LAB_RUN/out.img"
-    cmp -n $((64 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" ||
+    cmp -n $((32 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" ||
         fail "$name: what came back over RDMA differs from what was written"
     stop br
     stop "$name"
@@ -47,6 +47,9 @@ copy whole rdma-piece=0
 [ "$(rdma_counter whole.rdma-stats split_reads)" = 0 ] || fail "rdma-piece=0 still split READs"
 w=$(rdma_counter whole.rdma-stats overlap_1M)
 echo "overlap of disk and network, 1 MiB READs: $o in pieces, $w whole (TCG + soft-RoCE: a ratio, not a speed)"
-awk -v o="$o" -v w="$w" 'BEGIN { exit !(w == 0 && o > 0.1) }' ||
-    fail "overlap $o in pieces vs $w whole: expected 0 whole and more than 0.1 in pieces"
+# Whole, the send starts when the read has ended: 0 by construction. In
+# pieces, a piece goes while the next ones are read: above 0 (how much
+# depends on the machine's load; bench/rdma measures it).
+awk -v o="$o" -v w="$w" 'BEGIN { exit !(w == 0 && o > 0.01) }' ||
+    fail "overlap $o in pieces vs $w whole: expected 0 whole and more than 0.01 in pieces"
 echo "rdma-stripe: all checks passed"
