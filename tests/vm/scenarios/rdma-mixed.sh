@@ -12,7 +12,7 @@
 # ODP is not used (see below): zero-copy=on is refused with the reason.
 # lab-disks: virtio:64M virtio:64M virtio:64M virtio:64M virtio:48M virtio:48M
 # lab-kernel: trixie-backports
-# lab-timeout: 500
+# lab-timeout: 600
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk nbd ext4
 rxe_pair
@@ -130,6 +130,8 @@ done
 counter_above b1_read_bytes "$(rdma_counter b1.stats read_bytes)" $((4 << 20)) "half the filesystem came back through b1"
 counter_above b2_read_bytes "$(rdma_counter b2.stats read_bytes)" $((4 << 20)) "half the filesystem came back through b2"
 [ "$(rdma_counter br.stats error_replies)" = 0 ] || fail "the server answered errors"
+counter_above br_reconnects "$(rdma_counter br.stats reconnects)" 0 "the bridge reconnected after the kill -9"
+counter_above b2_credit_waits "$(rdma_counter b2.stats credit_waits)" 0 "4 credits bound what b2 has in flight"
 for b in br b1 b2; do
     [ "$(rdma_counter $b.stats bytes_zero_copy)" = 0 ] || fail "bridge $b went zero copy on soft-RoCE"
     counter_above ${b}_bytes_copied "$(rdma_counter $b.stats bytes_copied)" $((8 << 20)) "the bounce pool carries soft-RoCE's data"
