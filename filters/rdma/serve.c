@@ -589,6 +589,13 @@ gm_rdma_client_run (void *arg)
       stop_workers (c);
     }
     pthread_mutex_lock (&c->lock);
+    if (c->running == 0) {
+      /* No worker will take what is still queued: it holds nothing. */
+      for (unsigned i = 0; i < c->rp.lim.credits; i++)
+        if (c->reqs[i].state == RQ_QUEUED)
+          c->reqs[i].state = RQ_FREE;
+      c->qlen = c->ndeferred = 0;
+    }
     r = c->running == 0 && all_free (c);
     pthread_mutex_unlock (&c->lock);
     if (r || (c->running == 0 && gm_now_ns () > deadline))
