@@ -45,11 +45,30 @@ nvme_place() {
     esac
 }
 
+# throttle_opt O: a disk's iops=N or bps=N (a positive integer) appended
+# to drv, its -drive options; fails on anything else.
+throttle_opt() {
+    case $1 in
+    iops=[1-9]*|bps=[1-9]*) ;;
+    *) return 1 ;;
+    esac
+    case ${1#*=} in *[!0-9]*) return 1 ;; esac
+    case $1 in
+    iops=*) drv="$drv,throttling.iops-total=${1#iops=}" ;;
+    bps=*) drv="$drv,throttling.bps-total=${1#bps=}" ;;
+    esac
+}
+
 # Turn disk specs into qemu arguments (appended to QEMU_DISK_ARGS).
-#   virtio:SIZE                  sparse file as a virtio-blk disk (/dev/vdX)
-#   nvme:SIZE[:lbs=N][:cmb=MiB]  sparse file as an NVMe namespace; lbs sets
+#   virtio:SIZE[:iops=N][:bps=N] sparse file as a virtio-blk disk (/dev/vdX)
+#   nvme:SIZE[:lbs=N][:cmb=MiB][:iops=N][:bps=N]
+#                                sparse file as an NVMe namespace; lbs sets
 #                                the logical block size, cmb adds a
 #                                controller memory buffer BAR
+#   iops=N, bps=N throttle the disk in QEMU (throttling.iops-total,
+#   throttling.bps-total: reads and writes together) so that it costs
+#   time like a real one: under TCG an unthrottled disk is served from
+#   the host's page cache and a member I/O costs next to nothing.
 #   nbd:URI                      an NBD export as a virtio-blk disk (QEMU
 #                                is the NBD client)
 # Files go to $1 (the run folder) as diskN.img.
@@ -61,23 +80,28 @@ disk_args() {
         kind=${spec%%:*}; rest=${spec#*:}
         case $kind in
         virtio)
-            truncate -s "$rest" "$dir/disk$n.img" || return 1
-            QEMU_DISK_ARGS="$QEMU_DISK_ARGS -drive file=$dir/disk$n.img,format=raw,if=virtio,cache=unsafe"
+            size=${rest%%:*} drv=
+            [ "$size" = "$rest" ] && opts= || opts=${rest#*:}
+            for o in $(echo "$opts" | tr ':' ' '); do
+                throttle_opt "$o" || { say "unknown virtio option $o"; return 1; }
+            done
+            truncate -s "$size" "$dir/disk$n.img" || return 1
+            QEMU_DISK_ARGS="$QEMU_DISK_ARGS -drive file=$dir/disk$n.img,format=raw,if=virtio,cache=unsafe$drv"
             ;;
         nvme)
-            size=${rest%%:*}; props=
+            size=${rest%%:*}; props= drv=
             [ "$size" = "$rest" ] && opts= || opts=${rest#*:}
             for o in $(echo "$opts" | tr ':' ' '); do
                 case $o in
                 lbs=*) props="$props,logical_block_size=${o#lbs=},physical_block_size=${o#lbs=}" ;;
                 cmb=*) props="$props,cmb_size_mb=${o#cmb=}" ;;
-                *) say "unknown nvme option $o"; return 1 ;;
+                *) throttle_opt "$o" || { say "unknown nvme option $o"; return 1; } ;;
                 esac
             done
             truncate -s "$size" "$dir/disk$n.img" || return 1
             nvmes=$((nvmes + 1))
             nvme_place "$nvmes"
-            QEMU_DISK_ARGS="$QEMU_DISK_ARGS -drive file=$dir/disk$n.img,format=raw,if=none,id=nv$n,cache=unsafe"
+            QEMU_DISK_ARGS="$QEMU_DISK_ARGS -drive file=$dir/disk$n.img,format=raw,if=none,id=nv$n,cache=unsafe$drv"
             QEMU_DISK_ARGS="$QEMU_DISK_ARGS -device nvme,serial=lab$n,drive=nv$n$props$NVME_BUS"
             ;;
         nbd)
