@@ -115,7 +115,8 @@ run() {
     attach /dev/nbd0 10809
     conn=$(grep -m 1 ' Connect ' "$REQLOG")
     echo "$name: advertised $(echo "$conn" | grep -o 'minsize=[^ ]* prefsize=[^ ]* maxsize=[^ ]*')" | tee -a "$TABLE"
-    ADV_PREF=$(echo "$conn" | sed 's/.* prefsize=\(0x[0-9a-f]*\).*/\1/')
+    ADV_PREF=${conn#* prefsize=}
+    ADV_PREF=${ADV_PREF%% *}
     limits /dev/nbd0
     steps "$name nbd-client" /dev/nbd0 buffered
     [ "$1" = raid0 ] && no_member_reads "$name nbd-client"
@@ -125,7 +126,8 @@ run() {
         measure "$name nbd-client write direct 3M" Write op_write /dev/nbd0 3M
         W_MRS=$MRS
         no_member_reads "$name nbd-client, 3M whole-stripe writes"
-        [ "$MAXREQ" = $((3 << 20)) ] || fail "$name: 3M writes reached the server as at most $MAXREQ bytes"
+        [ "$NREQ" = $((MIB / 3)) ] && [ "$MAXREQ" = $((3 << 20)) ] ||
+            fail "$name: $MIB MiB in 3M writes reached the server as $NREQ requests of at most $MAXREQ bytes"
         measure "$name nbd-client read direct 4M" Read op_dread /dev/nbd0
         [ "$GOT" = "$WANT" ] || fail "$name: the direct read after the 3M writes differs"
     fi
