@@ -22,6 +22,7 @@ endif
 PLUGINDIR := $(shell pkg-config --variable=plugindir nbdkit 2>/dev/null)
 FILTERDIR := $(shell pkg-config --variable=filterdir nbdkit 2>/dev/null)
 BINDIR    ?= /usr/local/bin
+MANDIR    ?= /usr/local/share/man
 
 COMMON_SRC := $(wildcard common/*.c)
 PLUGIN_SRC := $(wildcard plugins/gmblock/*.c)
@@ -47,11 +48,23 @@ BRIDGE_SO  := $(B)/plugins/gmblock-rdma/nbdkit-gmblock-rdma-plugin.so
 
 MODULES    := $(PLUGIN_SO) $(BRIDGE_SO) $(FILTER_SO)
 
+# Man pages: one POD source per module, beside its code, made into
+# $(B)/man/man1/NAME.1 so that `man -M $(B)/man NAME` finds them too.
+MAN_POD    := $(wildcard plugins/*/*.pod plugins/gmblock/cmd/*.pod filters/*/*.pod)
+MAN_PAGES  := $(patsubst %.pod,$(B)/man/man1/%.1,$(notdir $(MAN_POD)))
+vpath %.pod $(sort $(dir $(MAN_POD)))
+
 .PHONY: all deps serve check check-unit check-integration check-sanitize \
-        install uninstall clean fuzz
+        install uninstall clean fuzz man
 .DELETE_ON_ERROR:
 
-all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient
+all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient man
+
+man: $(MAN_PAGES)
+$(B)/man/man1/%.1: %.pod
+	@mkdir -p $(@D)
+	pod2man --errors=die --section=1 --center=gmblock --release=gmblock \
+	        --name=$(basename $(notdir $@)) $< $@
 
 $(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h filters/*/*.h)
 	@mkdir -p $(@D)
@@ -141,7 +154,9 @@ check-sanitize:
 	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so
 	GMBLOCK_BUILDDIR=$(CURDIR)/.build-sanitize GMBLOCK_SANITIZE=1 tests/run
 
-install: $(MODULES) $(TOPOLOGY)
+install: $(MODULES) $(TOPOLOGY) $(MAN_PAGES)
+	install -d $(DESTDIR)$(MANDIR)/man1
+	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)
 	install -m 755 $(PLUGIN_SO) $(BRIDGE_SO) $(DESTDIR)$(PLUGINDIR)/
 	install -d $(DESTDIR)$(BINDIR)
@@ -151,11 +166,13 @@ install: $(MODULES) $(TOPOLOGY)
 uninstall:
 	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-rdma-plugin.so
 	rm -f $(DESTDIR)$(BINDIR)/gmblock-topology
+	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
 	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient
 	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
+	rm -rf $(B)/man
 	rm -rf .build-sanitize
 
 -include tests/vm/vm.mk

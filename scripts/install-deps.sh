@@ -4,9 +4,9 @@
 # Prints what it installs; needs root only when something is missing.
 set -e
 
-build="gcc make pkg-config nbdkit nbdkit-plugin-dev liburing-dev libpci-dev pci.ids libibverbs-dev librdmacm-dev"
+build="gcc make pkg-config perl nbdkit nbdkit-plugin-dev liburing-dev libpci-dev pci.ids libibverbs-dev librdmacm-dev"
 serve="$build libnbd-bin qemu-utils"
-check="$serve python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc valgrind clang libclang-rt-14-dev stress-ng"
+check="$serve man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc valgrind clang libclang-rt-14-dev stress-ng"
 lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client pciutils ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
 case "${1:-all}" in
