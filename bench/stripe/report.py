@@ -4,6 +4,7 @@ Usage: report.py RESULTS.jsonl RESULTS.md COMMAND SECONDS
 """
 import datetime
 import json
+import os
 import statistics
 import sys
 
@@ -34,10 +35,16 @@ def rpb(r):
 
 
 out = ["# gmblock-stripe on md: write-back in stripes, reads (guest lab)\n"]
+iops = int(os.environ.get("LAB_BENCH_IOPS", "150"))
+load = os.environ.get("LAB_BENCH_LOAD", "?").split()
 out.append(f"Command: `{cmd}`, {datetime.date.today()}, {took} s, on the 2-core "
            "project machine running the guest under TCG (other agents' jobs "
-           "sharing it).\n")
-out.append("Guest: Debian 6.1 kernel, 4 virtio disks of 96M, md RAID5 then RAID0 "
+           "sharing it: 1-minute load average %s).\n"
+           % (" at the start, ".join(load) + " at the end" if len(load) == 2 else "?"))
+disks = ("throttled by QEMU to %d I/Os per second each (`virtio:96M:iops=%d`, "
+         "reads and writes together, any size: a rotating disk)" % (iops, iops)
+         if iops else "unthrottled (TCG serves them from the host's page cache)")
+out.append(f"Guest: Debian 6.1 kernel, 4 virtio disks of 96M {disks}, md RAID5 then RAID0 "
            "on them (64K chunks, `--assume-clean`). Server: `nbdkit "
            "--filter=gmblock-cache [--filter=gmblock-stripe] gmblock "
            "file=/dev/md0 cache-mode=writeback cache-size=128M "
@@ -48,7 +55,9 @@ out.append("Guest: Debian 6.1 kernel, 4 virtio disks of 96M, md RAID5 then RAID0
            "without it in the same run.\n")
 out.append("**TCG emulates the CPU and the disks: absolute speeds mean nothing. "
            "Only the ratios and the I/O counts (member bytes from "
-           "/sys/block/vdX/stat) are meaningful.**\n")
+           "/sys/block/vdX/stat) are meaningful%s.**\n"
+           % ("; the throttle makes member I/Os cost time as on real disks, "
+              "but the CPU (fio, nbdkit, md's parity) is still TCG's" if iops else ""))
 
 out.append("## Writes on RAID5 (3 data disks: 192K stripes)\n")
 out.append("| test | stack | member reads / byte written | member reads / byte written back "

@@ -12,7 +12,11 @@
 # Recorded per run: client bytes, seconds (writes: fio plus the flush),
 # sectors read and written on the members (/sys/block/vdX/stat) and the
 # cache's wb_ counters. TCG: only ratios and I/O counts mean anything.
-# lab-disks: virtio:96M virtio:96M virtio:96M virtio:96M
+# The 4 member disks (virtio:96M) come from bench-stripe.host.sh,
+# throttled to LAB_BENCH_IOPS I/Os per second each (default 150, a
+# rotating disk; 0: unthrottled): unthrottled, TCG serves a member read
+# from the host's page cache for nothing, and the reads md saves with
+# gmblock-stripe would save no time.
 # lab-timeout: 1500
 # lab-bench: yes
 . "$LAB_REPO/tests/vm/guest/lib.sh"
