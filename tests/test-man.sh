@@ -2,10 +2,11 @@
 # Man pages: one for every module and for gmblock-topology; each renders
 # with man -l without a groff warning; every option a module's --help
 # lists (its .config_help "key=..." lines) appears in its page, so an
-# option added without documentation fails here; make install puts the
+# option added without documentation fails here, and so does every
+# counter the host can make a module write; make install puts the
 # pages where man -M finds them.
 . "$(dirname "$0")/functions.sh"
-require man groff podchecker make
+require man groff podchecker make nbdinfo
 bld=${GMBLOCK_BUILDDIR:-$top}
 mandir=$bld/man/man1
 export MANWIDTH=80 LC_ALL=C.UTF-8 MANPAGER=cat PAGER=cat
@@ -65,6 +66,28 @@ for dir in "$top"/filters/*/; do
 done
 check_absent nbdkit-gmblock-plugin
 
+# counters NAME STATS-KEY nbdkit-args...: every counter the module
+# writes to its stats file is named in its page (whose text check made).
+counters () {
+    local name=$1 key=$2 c n=0; shift 2
+    rm -f "$T/stats"
+    "$NBDKIT" -U - "$@" "$key=$T/stats" --run 'nbdinfo --size "$uri"' >/dev/null 2>"$T/stats.err" ||
+        fail "$name: nbdkit failed: $(cat "$T/stats.err")"
+    [[ -s $T/stats ]] || fail "$name: no counters written to $key="
+    for c in $(sed 's/^[^.]*\.//; s/ .*//' "$T/stats"); do
+        grep -qP -- "(?<![\w.])\Q$c\E(?![\w])" "$T/$name.txt" ||
+            fail "$name: counter '$c' is not in its man page"
+        n=$((n + 1))
+    done
+    info "$name: names its $n counters"
+}
+truncate -s 1M "$T/disk.img"
+counters nbdkit-gmblock-plugin stats gmblock file="$T/disk.img"
+counters nbdkit-gmblock-cache-filter cache-stats --filter=gmblock-cache memory 1M
+counters nbdkit-gmblock-readahead-filter ra-stats --filter=gmblock-readahead memory 1M
+counters nbdkit-gmblock-stripe-filter stripe-stats --filter=gmblock-stripe memory 1M \
+    stripe-chunk=64K stripe-data-disks=2
+
 # The command: the options of its usage line.
 "$bld/gmblock-topology" --help >"$T/topology.help"
 mapfile -t ks < <(grep -oE -- '--[a-z]+|-O [a-z.]+=' "$T/topology.help" | sort -u)
@@ -76,6 +99,8 @@ for pod in $(cd "$top" && ls plugins/*/*.pod plugins/*/cmd/*.pod filters/*/*.pod
     out=$(podchecker "$top/$pod" 2>&1) || fail "$pod: $out"
     ! grep -q WARNING <<<"$out" || fail "$pod: $out"
 done
+
+# The counters of the RDMA modules need an RDMA device: the lab runs them.
 
 # make install puts the pages where man -M finds them.
 make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} install DESTDIR="$T/root" >"$T/install.log" 2>&1 ||
