@@ -526,29 +526,47 @@ PY
 
 # ---- Soft-RoCE, for the rdma-* scenarios.
 
-# rxe_pair: soft-RoCE device rxe0 on gmr0 (10.77.0.1), one end of a
-# veth pair whose other end gmr1 is only up (rxe does not work on lo).
-# Servers listen on 10.77.0.1 and clients, in the same namespace,
-# connect to it: rxe0 loops the traffic back. Tried and dropped: the
-# client in another network namespace on rxe1 over gmr1 (6.1: RDMA CM
-# address resolution times out there, rping too, though ping works; rxe
-# cannot move to a namespace in exclusive mode).
+# rxe_pair [netns]: soft-RoCE device rxe0 on gmr0 (10.77.0.1), one end
+# of a veth pair (rxe does not work on lo); servers listen on 10.77.0.1.
+# Without netns, clients run in the same namespace and rxe0 loops the
+# traffic back: the only way on 6.1 (with the client in another network
+# namespace on rxe1, RDMA CM address resolution times out there, rping
+# too, though ping works). With netns (Linux 7.x: measured on 7.3.4,
+# where rping and the bridge work across namespaces), the other end
+# gmr1 (10.77.0.2) goes into the namespace gmcl with its own soft-RoCE
+# device rxe1, and bridge starts the bridges there: two hosts' worth of
+# network stack in one guest, the RDMA traffic crossing the veth.
 rxe_pair() {
     case $(uname -r) in 6.1.*|6.12.*) load crc32_generic ;; esac
     load veth rdma_rxe ib_uverbs rdma_ucm
-    step "soft-RoCE rxe0 on gmr0 (10.77.0.1), veth peer gmr1"
     must ip link set lo up
     must ip link add gmr0 type veth peer name gmr1
     must ip addr add 10.77.0.1/24 dev gmr0
     must ip link set gmr0 up
-    must ip link set gmr1 up
-    must rdma link add rxe0 type rxe netdev gmr0
+    if [ "${1:-}" = netns ]; then
+        step "soft-RoCE rxe0 on gmr0 (10.77.0.1); client namespace gmcl: rxe1 on gmr1 (10.77.0.2)"
+        must ip netns add gmcl
+        must ip link set gmr1 netns gmcl
+        must ip netns exec gmcl ip link set lo up
+        must ip netns exec gmcl ip addr add 10.77.0.2/24 dev gmr1
+        must ip netns exec gmcl ip link set gmr1 up
+        must rdma link add rxe0 type rxe netdev gmr0
+        must ip netns exec gmcl rdma link add rxe1 type rxe netdev gmr1
+        RXE_CLIENT_NS=gmcl
+    else
+        step "soft-RoCE rxe0 on gmr0 (10.77.0.1), veth peer gmr1"
+        must ip link set gmr1 up
+        must rdma link add rxe0 type rxe netdev gmr0
+        RXE_CLIENT_NS=
+    fi
     rdma link
     ibv_devices
     [ "$(ibv_devices | grep -c rxe0)" = 1 ] || fail "soft-RoCE device rxe0 not listed by ibv_devices"
 }
 
-# bridge NAME SERVER [PARAM...]: the gmblock-rdma bridge plugin, connected to the RDMA server SERVER, serving it on the Unix socket
+# bridge NAME SERVER [PARAM...]: the gmblock-rdma bridge plugin (in
+# rxe_pair's client namespace if it made one), connected to the RDMA
+# server SERVER, serving it on the Unix socket
 # $LAB_RUN/NAME.sock (counters in $LAB_OUT/NAME.stats, log in
 # NAME.nbdkit.log); PARAMs (credits=, zero-copy=...) go to the plugin;
 # stop it with stop NAME.
@@ -557,7 +575,10 @@ bridge() {
     shift 2
     rm -f "$LAB_RUN/$name.pid" "$LAB_RUN/$name.sock"
     step "bridge $name: gmblock-rdma server=$srv $* on $LAB_RUN/$name.sock"
-    "$LAB_REPO/nbdkit" -f -P "$LAB_RUN/$name.pid" -U "$LAB_RUN/$name.sock" \
+    # In the client namespace when rxe_pair made one (its Unix socket
+    # is reachable from every namespace).
+    ${RXE_CLIENT_NS:+ip netns exec "$RXE_CLIENT_NS"} \
+        "$LAB_REPO/nbdkit" -f -P "$LAB_RUN/$name.pid" -U "$LAB_RUN/$name.sock" \
         gmblock-rdma server="$srv" stats="$LAB_OUT/$name.stats" "$@" \
         >>"$LAB_OUT/$name.nbdkit.log" 2>&1 &
     for i in $(seq 100); do

@@ -15,7 +15,7 @@
 # lab-timeout: 600
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk nbd ext4
-rxe_pair
+rxe_pair netns
 make_raid 0 /dev/vda /dev/vdb /dev/vdc /dev/vdd
 
 # Zero copy needs on-demand paging (ODP). rxe0 advertises it on 7.3.4,
@@ -35,7 +35,7 @@ if "$LAB_REPO/nbdkit" -U "$LAB_RUN/x.sock" gmblock-rdma server=10.77.0.1 \
     fail "zero-copy=on started on soft-RoCE"
 fi
 cat "$LAB_OUT/zc-on.log"
-grep -q "zero-copy=on: rxe0 .*$why" "$LAB_OUT/zc-on.log" ||
+grep -q "zero-copy=on: rxe[0-9] .*$why" "$LAB_OUT/zc-on.log" ||
     fail "zero-copy=on refused without the reason ($why)"
 
 srv_args=(--filter=gmblock-rdma --filter=gmblock-cache -- rdma=10.77.0.1

@@ -6,7 +6,8 @@
 # register that memory; mainline kernels refuse (the RDMA core pins
 # P2PDMA pages only through a dma-buf, which p2pmem does not export), so
 # the data is staged through registered host memory and counted. A
-# 32 MiB round trip through the bridge is byte-exact, the counters show
+# 32 MiB round trip through the bridge (in a network namespace of its
+# own, across the veth) is byte-exact, the counters show
 # where the bytes went, and rdma-pool-fallback=refuse refuses to start
 # with the reason.
 # lab-disks: nvme:128M nvme:16M:cmb=16
@@ -17,7 +18,7 @@
 p2p_facts
 [ -n "$P2P_MEM" ] && [ -n "$P2P_SWITCH" ] || fail "no p2pmem under a switch: the topology is not what this scenario needs"
 disk=$P2P_PEER_DISK
-rxe_pair
+rxe_pair netns
 bridge_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
 must head -c 32M /dev/urandom >"$LAB_RUN/img"
 
@@ -29,6 +30,11 @@ must nbdcopy "$LAB_RUN/img" "$bridge_uri"
 rm -f "$LAB_RUN/back"
 must nbdcopy "$bridge_uri" "$LAB_RUN/back"
 cmp -n $((32 << 20)) "$LAB_RUN/back" "$LAB_RUN/img" || fail "what came back over RDMA through the CMB differs"
+# The bridge ran in the client namespace (rxe_pair netns): the data
+# crossed the veth, not rxe0's internal loopback.
+tx=$(cat /sys/class/net/gmr0/statistics/tx_bytes)
+echo "gmr0 sent $tx bytes to the client namespace"
+[ "$tx" -gt $((32 << 20)) ] || fail "the RDMA traffic did not cross the veth (gmr0 sent $tx bytes)"
 stop br
 stop p2p
 dd if="$disk" of="$LAB_RUN/ondisk" bs=1M count=32 iflag=direct status=none &&
