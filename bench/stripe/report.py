@@ -36,6 +36,8 @@ def rpb(r):
 
 out = ["# gmblock-stripe on md: write-back in stripes, reads (guest lab)\n"]
 iops = int(os.environ.get("LAB_BENCH_IOPS", "150"))
+cache_args = os.environ.get("LAB_BENCH_CACHE", "cache-size=128M writeback-interval=600")
+sustained = "writeback-interval=600" not in cache_args
 load = os.environ.get("LAB_BENCH_LOAD", "?").split()
 out.append(f"Command: `{cmd}`, {datetime.date.today()}, {took} s, on the 2-core "
            "project machine running the guest under TCG (other agents' jobs "
@@ -47,8 +49,10 @@ disks = ("throttled by QEMU to %d I/Os per second each (`virtio:96M:iops=%d`, "
 out.append(f"Guest: Debian 6.1 kernel, 4 virtio disks of 96M {disks}, md RAID5 then RAID0 "
            "on them (64K chunks, `--assume-clean`). Server: `nbdkit "
            "--filter=gmblock-cache [--filter=gmblock-stripe] gmblock "
-           "file=/dev/md0 cache-mode=writeback cache-size=128M "
-           "writeback-interval=600` (the write-back happens at the flush); "
+           "file=/dev/md0 cache-mode=writeback %s` (%s); "
+           % (cache_args, "the cache is smaller than the region and flushed "
+              "every second: the client waits for the write-back to the disks"
+              if sustained else "the write-back happens at the flush") +
            "client: `nbd-client` on /dev/nbd0 and fio with direct I/O. "
            f"Medians of {runs} interleaved runs (the starting stack alternates); "
            "each figure is the stack with gmblock-stripe against the same stack "
@@ -124,7 +128,8 @@ for array, r in read_ratios.items():
 out.append("")
 # What the figures mean, written by hand after a run (kept across runs).
 try:
-    out.append(open(sys.argv[1].rsplit("/", 1)[0] + "/NOTES.md").read())
+    out.append(open(sys.argv[1].rsplit("/", 1)[0] +
+                    ("/NOTES-sustained.md" if sustained else "/NOTES.md")).read())
 except FileNotFoundError:
     pass
 open(sys.argv[2], "w").write("\n".join(out) + "\n")

@@ -43,8 +43,13 @@ up() {
     local stripe=()
     [ "$2" = 1 ] && stripe=(--filter=gmblock-stripe)
     rm -f "$LAB_OUT/$1.cache-stats"
+    # LAB_BENCH_CACHE: the cache's size and flusher (default: the whole
+    # region fits and is written back at the flush; bench/stripe/run
+    # SUSTAINED=1: a cache smaller than the region, flushed every second,
+    # so the client waits for the write-back to the disks).
+    # shellcheck disable=SC2086
     serve "$1" 10809 /dev/md0 --filter=gmblock-cache "${stripe[@]}" -- \
-        cache-mode=writeback cache-size=128M writeback-interval=600 \
+        cache-mode=writeback ${LAB_BENCH_CACHE:-cache-size=128M writeback-interval=600} \
         cache-stats="$LAB_OUT/$1.cache-stats"
     attach /dev/nbd0 10809
 }
