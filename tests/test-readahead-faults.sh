@@ -105,7 +105,10 @@ info "below: $(rcounter "$T/below.stats" prefetch_errors) prefetches failed in f
 # Controls: no injection, no errors counted; a wrong byte is noticed.
 start_server control "${cstack[@]}" file="$T/src.img" ra-stats="$T/control.stats"
 cp "$T/src.img" "$T/changed.img"
-printf '\x5a' | dd of="$T/changed.img" bs=1 seek=$((SIZE / 2 + 12345)) conv=notrunc status=none
+# The byte's complement: a fixed value would match random data 1 time in 256.
+off=$((SIZE / 2 + 12345))
+b=$(od -An -tu1 -j "$off" -N1 "$T/src.img" | tr -d ' ')
+printf "\\x$(printf %02x $((b ^ 0xff)))" | dd of="$T/changed.img" bs=1 seek="$off" conv=notrunc status=none
 cmp -s "$T/src.img" "$T/changed.img" && fail "control: the byte did not change"
 if helper "$(uri control)" "$T/changed.img" 2>/dev/null; then
     fail "control: the helper missed a changed byte"
