@@ -5,6 +5,7 @@
 #   make serve      install what is missing, build, serve a demo disk
 #   make check      install what is missing, build, run every test
 #   make install    install into nbdkit's plugindir and filterdir
+#   make deb        build the Debian package into dist/ (DEBDIR=)
 #
 # B=DIR builds out of tree; SANITIZE=1 builds with ASan+UBSan.
 
@@ -55,7 +56,7 @@ MAN_PAGES  := $(patsubst %.pod,$(B)/man/man1/%.1,$(notdir $(MAN_POD)))
 vpath %.pod $(sort $(dir $(MAN_POD)))
 
 .PHONY: all deps serve check check-unit check-integration check-sanitize \
-        install uninstall clean fuzz man
+        install uninstall clean fuzz man modules deb
 .DELETE_ON_ERROR:
 
 all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient man
@@ -154,7 +155,16 @@ check-sanitize:
 	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so
 	GMBLOCK_BUILDDIR=$(CURDIR)/.build-sanitize GMBLOCK_SANITIZE=1 tests/run
 
-install: $(MODULES) $(TOPOLOGY) $(MAN_PAGES)
+# What make install installs, and only that (debian/rules builds it).
+modules: $(MODULES) $(TOPOLOGY) $(MAN_PAGES)
+
+# The .deb, built from a clean copy of the tree (scripts/build-deb.sh).
+DEBDIR ?= dist
+deb:
+	@scripts/install-deps.sh deb
+	@scripts/build-deb.sh $(DEBDIR)
+
+install: modules
 	install -d $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)

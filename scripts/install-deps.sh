@@ -1,20 +1,22 @@
 #!/bin/sh
 # Install the Debian 12 packages gmblock needs to build, test and benchmark.
-# Usage: scripts/install-deps.sh [build|check|all]   (default: all)
+# Usage: scripts/install-deps.sh [build|serve|deb|check|all]   (default: all)
 # Prints what it installs; needs root only when something is missing.
 set -e
 
 build="gcc make pkg-config perl nbdkit nbdkit-plugin-dev liburing-dev libpci-dev pci.ids libibverbs-dev librdmacm-dev"
 serve="$build libnbd-bin qemu-utils"
-check="$serve man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc valgrind clang libclang-rt-14-dev stress-ng"
+debtools="debhelper dpkg-dev"   # make deb, and the test that builds the package
+check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc valgrind clang libclang-rt-14-dev stress-ng"
 lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client pciutils ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
 case "${1:-all}" in
     build) want="$build" ;;
     serve) want="$serve" ;;
+    deb)   want="$build $debtools" ;;
     check) want="$check $lab" ;;
     all)   want="$check $lab" ;;
-    *) echo "install-deps: unknown set '$1' (accepted: build, serve, check, all)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown set '$1' (accepted: build, serve, deb, check, all)" >&2; exit 2 ;;
 esac
 
 missing=
