@@ -7,6 +7,8 @@
 set -e
 top=$(cd "$(dirname "$0")/.." && pwd)
 out=${1:-dist}
+[ ! -e "$out" ] || [ -d "$out" ] ||
+    { echo "build-deb: '$out' is not a directory: DEBDIR= names where the .deb goes" >&2; exit 2; }
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gmblock-deb.XXXXXX")

@@ -18,6 +18,10 @@ nbdkit_version=$(dpkg-query -W -f='${Version}' nbdkit)
 version=$(cd "$top" && dpkg-parsechangelog -S Version)
 [[ -n $plugindir && -n $filterdir && -n $nbdkit_version && -n $version ]] ||
     fail "cannot read nbdkit's directories and version or the package version"
+# pkg-config's directories are the ones nbdkit searches for short names.
+nbdkit --dump-config >"$T/config"
+grep -qxF "plugindir=$plugindir" "$T/config" && grep -qxF "filterdir=$filterdir" "$T/config" ||
+    fail "nbdkit --dump-config disagrees with pkg-config ($plugindir, $filterdir): $(cat "$T/config")"
 
 # What the build must leave alone: the checkout (its files, dh's
 # debian/ outputs, its objects) and its parent (dpkg-buildpackage's).
@@ -30,6 +34,11 @@ state () {
 }
 touch "$T/marker"
 state >"$T/before"
+
+# A DEBDIR that is a file is refused before anything is built.
+touch "$T/afile"
+if make -s -C "$top" deb DEBDIR="$T/afile" >"$T/bad.out" 2>&1; then fail "make deb accepted DEBDIR=a file"; fi
+grep -q "'$T/afile' is not a directory" "$T/bad.out" || fail "make deb DEBDIR=a file: $(cat "$T/bad.out")"
 
 info "make deb (a full build from a clean copy)"
 start=$SECONDS
