@@ -4,7 +4,8 @@
 #   make            build the modules and unit tests
 #   make serve      install what is missing, build, serve a demo disk
 #   make check      install what is missing, build, run every test
-#   make install    install into nbdkit's plugindir and filterdir
+#   make install    install into nbdkit's plugindir and filterdir, the
+#                   man pages and the systemd units (contrib/systemd)
 #   make deb        build the Debian package into dist/ (DEBDIR=)
 #
 # B=DIR builds out of tree; SANITIZE=1 builds with ASan+UBSan.
@@ -24,6 +25,9 @@ PLUGINDIR := $(shell pkg-config --variable=plugindir nbdkit 2>/dev/null)
 FILTERDIR := $(shell pkg-config --variable=filterdir nbdkit 2>/dev/null)
 BINDIR    ?= /usr/local/bin
 MANDIR    ?= /usr/local/share/man
+# Searched by systemd after /etc/systemd/system (systemd-analyze unit-paths).
+SYSTEMDUNITDIR ?= /usr/local/lib/systemd/system
+SYSTEMD_UNITS  := contrib/systemd/gmblock@.service contrib/systemd/gmblock@.socket
 
 COMMON_SRC := $(wildcard common/*.c)
 PLUGIN_SRC := $(wildcard plugins/gmblock/*.c)
@@ -172,11 +176,14 @@ install: modules
 	install -d $(DESTDIR)$(BINDIR)
 	install -m 755 $(TOPOLOGY) $(DESTDIR)$(BINDIR)/
 	$(if $(FILTER_SO),install -m 755 $(FILTER_SO) $(DESTDIR)$(FILTERDIR)/)
+	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
+	install -m 644 $(SYSTEMD_UNITS) $(DESTDIR)$(SYSTEMDUNITDIR)/
 
 uninstall:
 	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-rdma-plugin.so
 	rm -f $(DESTDIR)$(BINDIR)/gmblock-topology
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
+	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(SYSTEMD_UNITS)))
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)

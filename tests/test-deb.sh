@@ -77,6 +77,7 @@ for d in "$top"/filters/*/; do want+=("$filterdir/nbdkit-gmblock-$(basename "$d"
 for p in "$top"/plugins/*/*.pod "$top"/plugins/*/cmd/*.pod "$top"/filters/*/*.pod; do
     want+=("/usr/share/man/man1/$(basename "$p" .pod).1.gz")
 done
+want+=(/lib/systemd/system/gmblock@.service /lib/systemd/system/gmblock@.socket)
 want+=(/usr/bin/gmblock-topology /usr/share/doc/nbdkit-gmblock/README.md.gz
        /usr/share/doc/nbdkit-gmblock/copyright /usr/share/doc/nbdkit-gmblock/changelog.gz)
 [[ ${#want[@]} -ge 17 ]] || fail "only ${#want[@]} files expected: is the tree complete?"
