@@ -40,8 +40,11 @@ for mode in read writeback adaptive bypass; do
         # Adaptive admits on the second read: that one is a fill.
         [[ $(ccounter "$T/$mode.stats" admit_repeat) -ge 1 ]] || fail "adaptive: repeated read not admitted"
     else
-        awk -v t="$t2" 'BEGIN { exit !(t < 0.15) }' || fail "$mode: the second read was slow (${t2}s): not cached"
+        # Counters, not the time: a hit can be slow on a loaded machine
+        # (0.308 s was seen), a miss never beats the delay.
         [[ $(ccounter "$T/$mode.stats" hits) -ge 1 ]] || fail "$mode: no hits counted"
+        [[ $(ccounter "$T/$mode.stats" fill_bytes) == "$M" ]] ||
+            fail "$mode: the second read went below: $(ccounter "$T/$mode.stats" fill_bytes) bytes filled, expected $M"
     fi
 done
 
