@@ -24,9 +24,8 @@ gm_counters_print (FILE *fp, const char *prefix, struct gm_counter *c, size_t n)
  * makes it 0600; stats are for anyone to read.
  */
 int
-gm_counters_write_file (const char *path, const char *prefix,
-                        struct gm_counter *c, size_t n,
-                        void (*extra) (FILE *fp, void *opaque), void *opaque)
+gm_write_file_atomic (const char *path,
+                      void (*emit) (FILE *fp, void *opaque), void *opaque)
 {
   size_t len = strlen (path) + sizeof ".tmpXXXXXX";
   char *tmp = malloc (len);
@@ -45,9 +44,7 @@ gm_counters_write_file (const char *path, const char *prefix,
   }
   if (fchmod (fd, 0644) == -1 || (fp = fdopen (fd, "w")) == NULL)
     goto fail;
-  gm_counters_print (fp, prefix, c, n);
-  if (extra)
-    extra (fp, opaque);
+  emit (fp, opaque);
   /* Durable before it replaces the old file. */
   if (fflush (fp) == EOF || fsync (fd) == -1)
     goto fail;
@@ -69,19 +66,4 @@ gm_counters_write_file (const char *path, const char *prefix,
   free (tmp);
   errno = e;
   return -1;
-}
-
-int
-gm_counters_report (bool to_stderr, const char *path, const char *prefix,
-                    struct gm_counter *c, size_t n,
-                    void (*extra) (FILE *fp, void *opaque), void *opaque)
-{
-  if (to_stderr) {
-    gm_counters_print (stderr, prefix, c, n);
-    if (extra)
-      extra (stderr, opaque);
-  }
-  if (path)
-    return gm_counters_write_file (path, prefix, c, n, extra, opaque);
-  return 0;
 }

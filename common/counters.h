@@ -50,22 +50,12 @@ gm_counter_get (struct gm_counter *c)
 void gm_counters_print (FILE *fp, const char *prefix,
                         struct gm_counter *c, size_t n);
 
-/* Write the counters to path atomically: a new temp file with a random
- * name in path's directory (never one planted there), mode 0644,
+/* Write what emit prints to path atomically: a new temp file with a
+ * random name in path's directory (never one planted there), mode 0644,
  * fsync'd, renamed over path.  Returns 0 or -1 with errno set.
  */
-int gm_counters_write_file (const char *path, const char *prefix,
-                            struct gm_counter *c, size_t n,
-                            void (*extra) (FILE *fp, void *opaque),
-                            void *opaque);
-
-/* What every module does at exit: print the counters (and 'extra') to
- * stderr when to_stderr (its -D NAME.stats=1 flag) is set, and write
- * them to path when it is not NULL.  Returns 0, or -1 with errno set
- * when the file could not be written (the caller reports it).
- */
-int gm_counters_report (bool to_stderr, const char *path, const char *prefix,
-                        struct gm_counter *c, size_t n,
-                        void (*extra) (FILE *fp, void *opaque), void *opaque);
+int gm_write_file_atomic (const char *path,
+                          void (*emit) (FILE *fp, void *opaque),
+                          void *opaque);
 
 #endif /* GMBLOCK_COUNTERS_H */

@@ -123,10 +123,9 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     }
     return 0;
   }
-  if (strcmp (key, "cache-stats") == 0) {
-    free (cfg.stats_file);
-    cfg.stats_file = nbdkit_absolute_path (value);
-    return cfg.stats_file ? 0 : -1;
+  switch (gm_stats_config (&cstats_out, key, value)) {
+  case 1: return 0;
+  case -1: return -1;
   }
   return next (nxdata, key, value);
 }
@@ -138,6 +137,8 @@ cache_config_complete (nbdkit_next_config_complete *next,
   uint64_t bs = cfg.block_size_set ? cfg.block_size : DEFAULT_BS;
   char a[32], b[32];
 
+  if (gm_stats_config_complete (&cstats_out) == -1)
+    return -1;
   cfg.writes_back = cfg.mode == MODE_WRITEBACK || cfg.mode == MODE_UNSAFE ||
     (cfg.mode == MODE_ADAPTIVE && adaptive_back);
   cfg.unsafe = cfg.mode == MODE_UNSAFE;
@@ -179,7 +180,8 @@ cache_config_complete (nbdkit_next_config_complete *next,
   "adaptive-scan=SIZE      Sequential run that counts as a scan (4M).\n" \
   "writeback-interval=SECS Background write-back period (1).\n" \
   "cache-hugepages=auto|on|off  Backing of the cache memory (auto).\n" \
-  "cache-stats=FILE        Write counters to FILE at exit."
+  "cache-stats=FILE        Write counters to FILE at exit.\n" \
+  "cache-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
 static int
 cache_get_ready (int thread_model)
@@ -206,6 +208,8 @@ cache_after_fork (nbdkit_backend *backend)
 {
   char err[256], a[32], b[32];
 
+  if (gm_stats_start (&cstats_out) == -1)
+    return -1;
   if (cfg.mode == MODE_BYPASS)
     return 0;
   if (lower_open (backend) == -1)
@@ -274,6 +278,7 @@ cache_cleanup (nbdkit_backend *backend)
 {
   int err = 0;
 
+  gm_stats_stop (&cstats_out);
   if (lower.next == NULL)
     return;
   writeback_stop_flusher ();
@@ -296,9 +301,8 @@ cache_cleanup (nbdkit_backend *backend)
 static void
 cache_unload (void)
 {
-  stats_report ();
+  gm_stats_final (&cstats_out);
   blocks_free ();
-  free (cfg.stats_file);
 }
 
 static void *

@@ -20,6 +20,7 @@
 #include <nbdkit-filter.h>
 
 #include "counters.h"
+#include "statsout.h"
 #include "pool.h"
 #include "rangelock.h"
 #include "twoq.h"
@@ -41,7 +42,6 @@ struct cache_config {
   uint64_t scan_bytes;          /* adaptive: a run this long is a scan */
   unsigned flush_interval_ms;   /* background write-back period */
   enum gm_huge_mode hugepages;
-  char *stats_file;
 };
 extern struct cache_config cfg;
 
@@ -253,6 +253,6 @@ enum {
 };
 extern struct gm_counter cstats[CS_COUNT];
 #define CCOUNT(id, n) gm_count (&cstats[id], (n))
-void stats_report (void);
+extern struct gm_stats_out cstats_out;
 
 #endif /* GMBLOCK_CACHE_H */

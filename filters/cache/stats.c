@@ -72,10 +72,6 @@ print_derived (FILE *fp, void *opaque)
            tbl.pool ? tbl.pool->mem.backing : "none");
 }
 
-void
-stats_report (void)
-{
-  if (gm_counters_report (gmblock_cache_debug_stats, cfg.stats_file, CNAME,
-                          cstats, CS_COUNT, print_derived, NULL) == -1)
-    nbdkit_error (CNAME ": cache-stats=%s: %m", cfg.stats_file);
-}
+struct gm_stats_out cstats_out =
+  GM_STATS_OUT ("cache", CNAME, "cache-stats", cstats, CS_COUNT, print_derived,
+                &gmblock_cache_debug_stats);

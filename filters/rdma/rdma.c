@@ -46,7 +46,6 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
 static struct gm_rdma_addr listen_addr;
 static bool have_addr;
 static uint64_t pool_size = DEFAULT_POOL;
-static char *stats_file;
 static bool piece_set;          /* rdma-piece= given */
 struct rdma_settings gm_rdma_set = {
   .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE, .pool_stage = true,
@@ -154,10 +153,9 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
                   value);
     return -1;
   }
-  if (strcmp (key, "rdma-stats") == 0) {
-    free (stats_file);
-    stats_file = nbdkit_absolute_path (value);
-    return stats_file ? 0 : -1;
+  switch (gm_stats_config (&gm_rdma_stats_out, key, value)) {
+  case 1: return 0;
+  case -1: return -1;
   }
   return next (nxdata, key, value);
 }
@@ -200,7 +198,8 @@ rdma_config_complete (nbdkit_next_config_complete *next,
                   GM_RDMA_DEFAULT_PORT);
     return -1;
   }
-  if (next (nxdata) == -1)
+  if (gm_stats_config_complete (&gm_rdma_stats_out) == -1 ||
+      next (nxdata) == -1)
     return -1;
   return stripe_streams ();
 }
@@ -212,7 +211,8 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
   "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \
   "rdma-pool-fallback=stage|refuse  If the NIC cannot register it (stage).\n" \
-  "rdma-stats=FILE         Write counters to FILE at exit."
+  "rdma-stats=FILE         Write counters to FILE at exit.\n" \
+  "rdma-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
 static int
 rdma_get_ready (int thread_model)
@@ -533,6 +533,8 @@ rdma_after_fork (nbdkit_backend *b)
   int e;
 
   backend = b;
+  if (gm_stats_start (&gm_rdma_stats_out) == -1)
+    return -1;
   e = getaddrinfo (listen_addr.host, listen_addr.port, &hints, &ai);
   if (e) {
     nbdkit_error (NAME ": rdma=%s:%s: %s", listen_addr.host, listen_addr.port,
@@ -595,6 +597,7 @@ rdma_after_fork (nbdkit_backend *b)
 static void
 rdma_cleanup (nbdkit_backend *b)
 {
+  gm_stats_stop (&gm_rdma_stats_out);
   if (listener_started) {
     char x = 0;
     if (write (wake_pipe[1], &x, 1) != 1)
@@ -631,8 +634,7 @@ rdma_cleanup (nbdkit_backend *b)
 static void
 rdma_unload (void)
 {
-  gm_rdma_stats_report (stats_file, gmblock_rdma_debug_stats);
-  free (stats_file);
+  gm_stats_final (&gm_rdma_stats_out);
 }
 
 static struct nbdkit_filter filter = {

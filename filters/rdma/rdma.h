@@ -21,6 +21,7 @@
 #include <nbdkit-filter.h>
 
 #include "counters.h"
+#include "statsout.h"
 #include "overlap.h"
 #include "pool.h"
 #include "rdmaproto.h"
@@ -130,6 +131,7 @@ void gm_rdma_client_release (struct client *c); /* its serve.c parts */
 
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);
-void gm_rdma_stats_report (const char *stats_file, int to_stderr);
+extern int gmblock_rdma_debug_stats;
+extern struct gm_stats_out gm_rdma_stats_out;
 
 #endif /* GMBLOCK_RDMA_FILTER_H */

@@ -61,7 +61,7 @@ gm_rdma_overlap_add (const struct req *q, uint64_t t_end)
 
 /* "overlap_1M 0.634" and its parts, per size seen. */
 static void
-overlap_lines (FILE *fp, void *prefix)
+overlap_lines (FILE *fp, void *opaque)
 {
   for (unsigned b = 0; b < NBUCKETS; b++) {
     uint64_t r = bucket[b].requests, t = bucket[b].total_ns;
@@ -70,22 +70,18 @@ overlap_lines (FILE *fp, void *prefix)
     if (r == 0 || t == 0)
       continue;
     gm_format_size (1ull << (MIN_SHIFT + b), sz, sizeof sz);
-    fprintf (fp, "%s.overlap_%s %.3f\n", (char *) prefix, sz,
+    fprintf (fp, NAME ".overlap_%s %.3f\n", sz,
              (double) bucket[b].both_ns / t);
-    fprintf (fp, "%s.overlap_%s_requests %" PRIu64 "\n", (char *) prefix, sz, r);
-    fprintf (fp, "%s.overlap_%s_disk_busy %.3f\n", (char *) prefix, sz,
+    fprintf (fp, NAME ".overlap_%s_requests %" PRIu64 "\n", sz, r);
+    fprintf (fp, NAME ".overlap_%s_disk_busy %.3f\n", sz,
              (double) bucket[b].disk_ns / t);
-    fprintf (fp, "%s.overlap_%s_net_busy %.3f\n", (char *) prefix, sz,
+    fprintf (fp, NAME ".overlap_%s_net_busy %.3f\n", sz,
              (double) bucket[b].net_ns / t);
-    fprintf (fp, "%s.overlap_%s_mean_us %.1f\n", (char *) prefix, sz,
+    fprintf (fp, NAME ".overlap_%s_mean_us %.1f\n", sz,
              t / 1000.0 / r);
   }
 }
 
-void
-gm_rdma_stats_report (const char *stats_file, int to_stderr)
-{
-  if (gm_counters_report (to_stderr, stats_file, NAME, gm_rdma_stats,
-                          RC_COUNT, overlap_lines, (void *) NAME) == -1)
-    nbdkit_error (NAME ": rdma-stats=%s: %m", stats_file);
-}
+struct gm_stats_out gm_rdma_stats_out =
+  GM_STATS_OUT ("rdma", NAME, "rdma-stats", gm_rdma_stats, RC_COUNT,
+                overlap_lines, &gmblock_rdma_debug_stats);

@@ -74,10 +74,9 @@ ra_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     cfg.max_inflight = n;
     return 0;
   }
-  if (strcmp (key, "ra-stats") == 0) {
-    free (cfg.stats_file);
-    cfg.stats_file = nbdkit_absolute_path (value);
-    return cfg.stats_file ? 0 : -1;
+  switch (gm_stats_config (&rstats_out, key, value)) {
+  case 1: return 0;
+  case -1: return -1;
   }
   return next (nxdata, key, value);
 }
@@ -87,6 +86,8 @@ ra_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 {
   char a[32], b[32];
 
+  if (gm_stats_config_complete (&rstats_out) == -1)
+    return -1;
   if (cfg.ra_min > cfg.ra_max) {
     nbdkit_error (RNAME ": ra-min=%s is larger than ra-max=%s (expected "
                   "ra-min <= ra-max)", gm_format_size (cfg.ra_min, a, sizeof a),
@@ -100,7 +101,8 @@ ra_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
   "ra-min=SIZE             Smallest readahead window (power of 2, 64K).\n" \
   "ra-max=SIZE             Largest readahead window (power of 2, 2M).\n" \
   "ra-max-inflight=N       Prefetch requests in flight at once (8).\n" \
-  "ra-stats=FILE           Write counters to FILE at exit."
+  "ra-stats=FILE           Write counters to FILE at exit.\n" \
+  "ra-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
 static int
 ra_get_ready (int thread_model)
@@ -123,6 +125,8 @@ ra_after_fork (nbdkit_backend *backend)
 {
   int r;
 
+  if (gm_stats_start (&rstats_out) == -1)
+    return -1;
   if (disabled)
     return 0;
   r = prefetch_start (backend);
@@ -135,6 +139,7 @@ ra_after_fork (nbdkit_backend *backend)
 static void
 ra_cleanup (nbdkit_backend *backend)
 {
+  gm_stats_stop (&rstats_out);
   prefetch_stop ();
 }
 
@@ -144,8 +149,7 @@ ra_unload (void)
   pthread_mutex_lock (&ra_lock);
   gm_seq_retire_all (&table);
   pthread_mutex_unlock (&ra_lock);
-  stats_report ();
-  free (cfg.stats_file);
+  gm_stats_final (&rstats_out);
 }
 
 static int

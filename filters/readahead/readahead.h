@@ -19,6 +19,7 @@
 #include <nbdkit-filter.h>
 
 #include "counters.h"
+#include "statsout.h"
 #include "seqstream.h"
 
 #define RNAME "gmblock-readahead"
@@ -26,7 +27,6 @@
 struct ra_config {
   uint64_t ra_min, ra_max;      /* window bounds, powers of two */
   unsigned max_inflight;        /* workers = prefetches in flight */
-  char *stats_file;
 };
 extern struct ra_config cfg;
 
@@ -66,6 +66,6 @@ extern struct gm_counter rstats[RS_COUNT];
 #define RCOUNT(s, n) gm_count (&rstats[s], (n))
 
 void stats_window (uint64_t size);
-void stats_report (void);
+extern struct gm_stats_out rstats_out;
 
 #endif /* GMBLOCK_READAHEAD_H */

@@ -37,20 +37,28 @@ stats_window (uint64_t size)
   atomic_fetch_add_explicit (&window_hist[b], 1, memory_order_relaxed);
 }
 
-/* The ledger and stream counts live in the table (under ra_lock);
- * they are printed after the workers stopped and every window retired.
+/* The ledger and stream counts live in the table, under ra_lock: the
+ * interval writer reads them while clients and workers run.
  */
 static void
 print_ledger (FILE *fp, void *opaque)
 {
-  const struct gm_seq_ledger *l = &table.ledger;
+  struct gm_seq_ledger l_copy;
+  const struct gm_seq_ledger *l = &l_copy;
   uint64_t read_bytes = gm_counter_get (&rstats[RS_READ_BYTES]);
+  uint64_t detected, seq_reads;
+
+  pthread_mutex_lock (&ra_lock);
+  l_copy = table.ledger;
+  detected = table.detected;
+  seq_reads = table.seq_reads;
+  pthread_mutex_unlock (&ra_lock);
 
   fprintf (fp, RNAME ".active %d\n", ra_active);
   fprintf (fp, RNAME ".streams_detected %llu\n",
-           (unsigned long long) table.detected);
+           (unsigned long long) detected);
   fprintf (fp, RNAME ".sequential_reads %llu\n",
-           (unsigned long long) table.seq_reads);
+           (unsigned long long) seq_reads);
   fprintf (fp, RNAME ".queued_bytes %llu\n", (unsigned long long) l->queued);
   fprintf (fp, RNAME ".useful_bytes %llu\n", (unsigned long long) l->useful);
   fprintf (fp, RNAME ".wasted_bytes %llu\n", (unsigned long long) l->wasted);
@@ -69,10 +77,6 @@ print_ledger (FILE *fp, void *opaque)
   }
 }
 
-void
-stats_report (void)
-{
-  if (gm_counters_report (gmblock_readahead_debug_stats, cfg.stats_file,
-                          RNAME, rstats, RS_COUNT, print_ledger, NULL) == -1)
-    nbdkit_error (RNAME ": ra-stats=%s: %m", cfg.stats_file);
-}
+struct gm_stats_out rstats_out =
+  GM_STATS_OUT ("readahead", RNAME, "ra-stats", rstats, RS_COUNT, print_ledger,
+                &gmblock_readahead_debug_stats);

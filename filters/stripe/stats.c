@@ -44,10 +44,6 @@ print_geometry (FILE *fp, void *opaque)
            g.active ? shape_preferred (&g) : 0);
 }
 
-void
-stats_report (void)
-{
-  if (gm_counters_report (gmblock_stripe_debug_stats, cfg.stats_file, SNAME,
-                          sstats, SS_COUNT, print_geometry, NULL) == -1)
-    nbdkit_error (SNAME ": stripe-stats=%s: %m", cfg.stats_file);
-}
+struct gm_stats_out sstats_out =
+  GM_STATS_OUT ("stripe", SNAME, "stripe-stats", sstats, SS_COUNT,
+                print_geometry, &gmblock_stripe_debug_stats);

@@ -93,8 +93,10 @@ sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     }
     return 0;
   }
-  if (strcmp (key, "stripe-stats") == 0)
-    return set_path (&cfg.stats_file, value);
+  switch (gm_stats_config (&sstats_out, key, value)) {
+  case 1: return 0;
+  case -1: return -1;
+  }
   return next (nxdata, key, value);
 }
 
@@ -105,7 +107,8 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
   char v[96];
 
   /* The layers below first: the gmblock plugin publishes its file. */
-  if (next (nxdata) == -1 || geometry_decide () == -1)
+  if (gm_stats_config_complete (&sstats_out) == -1 ||
+      next (nxdata) == -1 || geometry_decide () == -1)
     return -1;
   geometry_current (&g);
   if (!g.active)
@@ -127,7 +130,8 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
   "stripe-data-disks=N     Members holding data, overrides detection.\n" \
   "stripe-parity=0|1|2     Parity chunks per stripe, overrides detection.\n" \
   "stripe-sysfs=DIR        Read sysfs from DIR instead of /sys (tests).\n" \
-  "stripe-stats=FILE       Write counters and the geometry to FILE at exit."
+  "stripe-stats=FILE       Write counters and the geometry to FILE at exit.\n" \
+  "stripe-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
 static int
 sp_get_ready (int thread_model)
@@ -149,6 +153,8 @@ sp_after_fork (nbdkit_backend *backend)
   nbdkit_next *n;
   int64_t size;
 
+  if (gm_stats_start (&sstats_out) == -1)
+    return -1;
   geometry_current (&g);
   geo = &g.geo;
   if (!g.active)
@@ -179,12 +185,17 @@ sp_after_fork (nbdkit_backend *backend)
 }
 
 static void
+sp_cleanup (nbdkit_backend *backend)
+{
+  gm_stats_stop (&sstats_out);
+}
+
+static void
 sp_unload (void)
 {
-  stats_report ();
+  gm_stats_final (&sstats_out);
   geometry_unload ();
   free (cfg.sysfs);
-  free (cfg.stats_file);
 }
 
 static struct nbdkit_filter filter = {
@@ -195,6 +206,7 @@ static struct nbdkit_filter filter = {
   .config_help = SP_CONFIG_HELP,
   .get_ready = sp_get_ready,
   .after_fork = sp_after_fork,
+  .cleanup = sp_cleanup,
   .unload = sp_unload,
   .open = sp_open,
   .prepare = sp_prepare,

@@ -18,6 +18,7 @@
 #include <nbdkit-filter.h>
 
 #include "counters.h"
+#include "statsout.h"
 #include "stripegeo.h"
 
 #define SNAME "gmblock-stripe"
@@ -31,7 +32,6 @@ struct sp_config {
   unsigned data_disks;          /* stripe-data-disks=, 0 unset */
   int parity;                   /* stripe-parity=, -1 unset */
   char *sysfs;                  /* stripe-sysfs=, NULL = /sys */
-  char *stats_file;             /* stripe-stats= */
 };
 extern struct sp_config cfg;
 
@@ -105,6 +105,6 @@ extern struct gm_counter sstats[SS_COUNT];
 #define SCOUNT(s, n) gm_count (&sstats[s], (n))
 extern int gmblock_stripe_debug_verbose;
 
-void stats_report (void);
+extern struct gm_stats_out sstats_out;
 
 #endif /* GMBLOCK_STRIPE_FILTER_H */

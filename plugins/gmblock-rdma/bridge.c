@@ -53,12 +53,15 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
 };
 
+static struct gm_stats_out bstats_out =
+  GM_STATS_OUT ("bridge", NAME, "stats", bstats, BC_COUNT, NULL,
+                &gmblock_rdma_debug_stats);
+
 struct gm_rdma_addr server;
 unsigned opt_credits = DEFAULT_CREDITS;
 uint64_t opt_pool = DEFAULT_POOL;
 enum zc_mode opt_zero_copy = ZC_AUTO;
 static bool have_server;
-static char *stats_file;
 
 static int
 bridge_config (const char *key, const char *value)
@@ -110,14 +113,13 @@ bridge_config (const char *key, const char *value)
       : ZC_AUTO;
     return 0;
   }
-  if (strcmp (key, "stats") == 0) {
-    free (stats_file);
-    stats_file = nbdkit_absolute_path (value);
-    return stats_file ? 0 : -1;
+  switch (gm_stats_config (&bstats_out, key, value)) {
+  case 1: return 0;
+  case -1: return -1;
   }
   nbdkit_error (NAME ": unknown parameter '%s' (expected server=HOST[:PORT], "
-                "credits=N, pool=SIZE, zero-copy=auto|on|off or stats=FILE)",
-                key);
+                "credits=N, pool=SIZE, zero-copy=auto|on|off, stats=FILE or "
+                "stats-interval=SECONDS)", key);
   return -1;
 }
 
@@ -129,7 +131,7 @@ bridge_config_complete (void)
                   "server, default port %d)", GM_RDMA_DEFAULT_PORT);
     return -1;
   }
-  return 0;
+  return gm_stats_config_complete (&bstats_out);
 }
 
 /* A bridge that cannot reach any server, or cannot have the zero copy
@@ -157,15 +159,25 @@ bridge_get_ready (void)
   "credits=N               Requests in flight per connection (16, 1 to 128).\n" \
   "pool=SIZE               Registered bounce pool for all connections (16M).\n" \
   "zero-copy=auto|on|off   Use nbdkit's buffers by ODP MRs (auto).\n" \
-  "stats=FILE              Write counters to FILE at exit."
+  "stats=FILE              Write counters to FILE at exit.\n" \
+  "stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
+
+static int
+bridge_after_fork (void)
+{
+  return gm_stats_start (&bstats_out);
+}
+
+static void
+bridge_cleanup (void)
+{
+  gm_stats_stop (&bstats_out);
+}
 
 static void
 bridge_unload (void)
 {
-  if (gm_counters_report (gmblock_rdma_debug_stats, stats_file, NAME,
-                          bstats, BC_COUNT, NULL, NULL) == -1)
-    nbdkit_error (NAME ": stats=%s: %m", stats_file);
-  free (stats_file);
+  gm_stats_final (&bstats_out);
   mem_unload ();
 }
 
@@ -534,6 +546,8 @@ static struct nbdkit_plugin plugin = {
   .config_complete = bridge_config_complete,
   .config_help = BRIDGE_CONFIG_HELP,
   .get_ready = bridge_get_ready,
+  .after_fork = bridge_after_fork,
+  .cleanup = bridge_cleanup,
   .unload = bridge_unload,
   .open = bridge_open,
   .close = bridge_close,

@@ -20,6 +20,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "counters.h"
+#include "statsout.h"
 #include "rdmaaddr.h"
 #include "rdmaproto.h"
 

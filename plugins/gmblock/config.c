@@ -21,6 +21,9 @@ gm_config (const char *key, const char *value)
   const char *why;
   int b;
 
+  if ((b = gm_stats_config (&gm_stats_out, key, value)) != 0)
+    return b == 1 ? 0 : -1;
+
   if (strcmp (key, "file") == 0) {
     free (gm.file);
     if (*value == '\0') {
@@ -72,13 +75,6 @@ gm_config (const char *key, const char *value)
       return -1;
     }
   }
-  else if (strcmp (key, "stats") == 0) {
-    free (gm.stats_file);
-    /* Absolute now: in daemon mode nbdkit changes to / before we write. */
-    gm.stats_file = nbdkit_absolute_path (value);
-    if (gm.stats_file == NULL)
-      return -1;
-  }
   else if (strcmp (key, "ring") == 0) {
     if (strcmp (value, "per-thread") == 0)
       gm.ring = GM_RING_PER_THREAD;
@@ -115,7 +111,7 @@ gm_config (const char *key, const char *value)
   }
   else {
     nbdkit_error (GM_NAME ": unknown parameter '%s' (accepted: file, direct, "
-                  "pool-size, hugepages, discard, stats, ring, buffer, "
+                  "pool-size, hugepages, discard, stats, stats-interval, ring, buffer, "
                   "buffer-fallback, sysfs.path)", key);
     return -1;
   }
@@ -130,6 +126,8 @@ gm_config_complete (void)
                   "device to serve");
     return -1;
   }
+  if (gm_stats_config_complete (&gm_stats_out) == -1)
+    return -1;
   if (pool_size_set && !gm.direct)
     nbdkit_debug (GM_NAME ": pool-size is not used with direct=false");
   if (buffer_fallback_set && gm.buffer.kind != GM_BUFFER_BAR) {

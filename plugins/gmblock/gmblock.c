@@ -232,14 +232,25 @@ gm_get_ready (void)
 static int
 gm_after_fork (void)
 {
-  return gm_engine_start ();
+  if (gm_engine_start () == -1)
+    return -1;
+  return gm_stats_start (&gm_stats_out);
+}
+
+static void
+gm_cleanup (void)
+{
+  gm_stats_stop (&gm_stats_out);
 }
 
 static void
 gm_unload (void)
 {
+  /* Not after a configuration error: nothing was served. */
   if (gm.fd >= 0)
-    gm_stats_report ();
+    gm_stats_final (&gm_stats_out);
+  else
+    free (gm_stats_out.path);
   /* Not after a configuration error: the ring key was never created,
    * and deleting key 0 would delete somebody else's (nbdkit's).
    */
@@ -254,7 +265,6 @@ gm_unload (void)
   if (gm.fd_buffered >= 0)
     close (gm.fd_buffered);
   free (gm.file);
-  free (gm.stats_file);
   free (gm.pci_path);
 }
 
@@ -375,6 +385,7 @@ static struct nbdkit_plugin plugin = {
   .magic_config_key = "file",
   .get_ready = gm_get_ready,
   .after_fork = gm_after_fork,
+  .cleanup = gm_cleanup,
   .open = gm_open,
   .get_size = gm_get_size,
   .block_size = gm_block_size,

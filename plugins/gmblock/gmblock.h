@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "counters.h"
+#include "statsout.h"
 #include "geometry.h"
 #include "hugemem.h"
 #include "pool.h"
@@ -39,7 +40,6 @@ struct gmblock {
   uint64_t pool_size;
   enum gm_huge_mode hugepages;
   enum gm_discard discard;
-  char *stats_file;
   enum gm_ring_mode ring;
   struct gm_buffer_opt buffer;
   char *pci_path;               /* sysfs.path=, libpci's parameter */
@@ -75,6 +75,8 @@ int gm_config_complete (void);
   "hugepages=auto|on|off  Back the pool with hugepages (default auto).\n" \
   "discard=unmap|ignore   What trim does (default unmap).\n" \
   "stats=<FILE>      Write counters to FILE at exit.\n" \
+  "stats-interval=<SECONDS>  Also rewrite FILE every SECONDS, in the\n" \
+  "                  Prometheus text format.\n" \
   "ring=per-thread|shared|none  I/O engine design (default per-thread).\n" \
   "buffer=host|p2pmem[:BDF|:auto]|bar:BDF:N  Where O_DIRECT data lands\n" \
   "                  (default host; see gmblock-topology).\n" \
@@ -138,7 +140,7 @@ enum gm_stat {
 };
 extern struct gm_counter gm_stats[ST_COUNT];
 #define COUNT(which, n) gm_count (&gm_stats[which], (n))
-void gm_stats_report (void);
+extern struct gm_stats_out gm_stats_out;
 
 /* Report an I/O error the way every callback does: module, operation,
  * offset and the error text; errno is set for the client.

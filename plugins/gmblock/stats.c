@@ -66,10 +66,6 @@ print_derived (FILE *fp, void *opaque)
   fprintf (fp, GM_NAME ".pool_waits %llu\n", (unsigned long long) ps.waits);
 }
 
-void
-gm_stats_report (void)
-{
-  if (gm_counters_report (gmblock_debug_stats, gm.stats_file, GM_NAME,
-                          gm_stats, ST_COUNT, print_derived, NULL) == -1)
-    nbdkit_error (GM_NAME ": stats=%s: %m", gm.stats_file);
-}
+struct gm_stats_out gm_stats_out =
+  GM_STATS_OUT ("plugin", GM_NAME, "stats", gm_stats, ST_COUNT, print_derived,
+                &gmblock_debug_stats);

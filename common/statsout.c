@@ -1,0 +1,351 @@
+/* gmblock: where a module's counters go, and when (see statsout.h).
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "statsout.h"
+
+/* Each module is its own shared object with its own copy of this file,
+ * so these are per module: one gm_stats_out each.
+ */
+static int wake[2] = { -1, -1 };        /* SIGUSR1 and stop -> thread */
+static struct sigaction previous;
+static atomic_bool stopping;
+
+/* The module after us in the chain may be nbdkit's default (which
+ * would end the process) or another gmblock module's handler, which
+ * must see the signal too.
+ */
+static void
+on_sigusr1 (int sig, siginfo_t *info, void *ctx)
+{
+  int e = errno;
+  char b = 'u';
+
+  if (write (wake[1], &b, 1) == -1) {
+    /* full pipe: a summary is already due */
+  }
+  errno = e;
+  if (previous.sa_flags & SA_SIGINFO)
+    previous.sa_sigaction (sig, info, ctx);
+  else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN)
+    previous.sa_handler (sig);
+}
+
+int
+gm_stats_config (struct gm_stats_out *s, const char *key, const char *value)
+{
+  size_t len = strlen (s->option);
+  char *end;
+  unsigned long v;
+
+  if (strcmp (key, s->option) == 0) {
+    free (s->path);
+    /* Absolute now: in daemon mode nbdkit changes to / before we write. */
+    s->path = s->absolute_path (value);
+    return s->path ? 1 : -1;
+  }
+  if (strncmp (key, s->option, len) != 0 || strcmp (key + len, "-interval"))
+    return 0;
+  errno = 0;
+  v = strtoul (value, &end, 10);
+  if (!isdigit ((unsigned char) value[0]) || *end || errno || v == 0 ||
+      v > GM_STATS_MAX_INTERVAL) {
+    s->error ("%s: %s=%s: expected whole seconds from 1 to %d",
+              s->prefix, key, value, GM_STATS_MAX_INTERVAL);
+    return -1;
+  }
+  s->interval = v;
+  return 1;
+}
+
+int
+gm_stats_config_complete (struct gm_stats_out *s)
+{
+  if (s->interval && s->path == NULL) {
+    s->error ("%s: %s-interval=%u needs %s=FILE: the file to rewrite "
+              "every %u seconds", s->prefix, s->option, s->interval,
+              s->option, s->interval);
+    return -1;
+  }
+  return 0;
+}
+
+static void
+emit_prometheus (FILE *fp, void *opaque)
+{
+  gm_stats_print_prometheus (fp, opaque);
+}
+
+static void
+emit_lines (FILE *fp, void *opaque)
+{
+  const struct gm_stats_out *s = opaque;
+
+  gm_counters_print (fp, s->prefix, s->c, s->n);
+  if (s->extra)
+    s->extra (fp, s->opaque);
+}
+
+static int
+write_file (struct gm_stats_out *s)
+{
+  return gm_write_file_atomic (s->path,
+                               s->interval ? emit_prometheus : emit_lines, s);
+}
+
+static void
+summary_to_stderr (struct gm_stats_out *s)
+{
+  flockfile (stderr);
+  emit_lines (stderr, s);
+  fflush (stderr);
+  funlockfile (stderr);
+}
+
+/* Report a failing file once, and that it works again, rather than
+ * every interval.
+ */
+static void
+write_live (struct gm_stats_out *s)
+{
+  if (write_file (s) == -1) {
+    if (!s->failing)
+      s->error ("%s: %s=%s: %m (retrying every %u s)", s->prefix,
+                s->option, s->path, s->interval);
+    s->failing = true;
+  }
+  else
+    s->failing = false;
+}
+
+static uint64_t
+now_ms (void)
+{
+  struct timespec t;
+
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return t.tv_sec * 1000ull + t.tv_nsec / 1000000;
+}
+
+static void *
+stats_thread (void *arg)
+{
+  struct gm_stats_out *s = arg;
+  uint64_t next = now_ms () + s->interval * 1000ull;
+
+  while (!atomic_load (&stopping)) {
+    struct pollfd p = { .fd = wake[0], .events = POLLIN };
+    int timeout = -1;
+    char b[16];
+    ssize_t r;
+
+    if (s->interval) {
+      uint64_t t = now_ms ();
+      timeout = next > t ? next - t : 0;
+    }
+    if (poll (&p, 1, timeout) > 0 && (r = read (wake[0], b, sizeof b)) > 0 &&
+        memchr (b, 'u', r) && !atomic_load (&stopping))
+      summary_to_stderr (s);
+    if (s->interval && now_ms () >= next) {
+      write_live (s);
+      next += s->interval * 1000ull;
+      if (next < now_ms ())     /* we were stopped: do not catch up */
+        next = now_ms () + s->interval * 1000ull;
+    }
+  }
+  return NULL;
+}
+
+int
+gm_stats_start (struct gm_stats_out *s)
+{
+  bool summary = s->to_stderr && *s->to_stderr;
+  int e;
+
+  if (!summary && !s->interval)
+    return 0;
+  if (pipe2 (wake, O_CLOEXEC | O_NONBLOCK) == -1) {
+    s->error ("%s: statistics thread: pipe: %m", s->prefix);
+    return -1;
+  }
+  /* The first file at once, so that a bad path shows at start-up. */
+  if (s->interval && write_file (s) == -1) {
+    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+    goto fail;
+  }
+  atomic_store (&stopping, false);
+  e = pthread_create (&s->thread, NULL, stats_thread, s);
+  if (e) {
+    errno = e;
+    s->error ("%s: statistics thread: pthread_create: %m", s->prefix);
+    goto fail;
+  }
+  s->running = true;
+  if (summary) {
+    struct sigaction sa = { .sa_sigaction = on_sigusr1,
+                            .sa_flags = SA_SIGINFO | SA_RESTART };
+
+    sigemptyset (&sa.sa_mask);
+    if (sigaction (SIGUSR1, &sa, &previous) == -1)
+      s->error ("%s: SIGUSR1 summary not available: sigaction: %m",
+                s->prefix);
+    else
+      s->handler_installed = true;
+  }
+  return 0;
+
+ fail:
+  close (wake[0]);
+  close (wake[1]);
+  wake[0] = wake[1] = -1;
+  return -1;
+}
+
+void
+gm_stats_stop (struct gm_stats_out *s)
+{
+  char b = 's';
+
+  if (s->handler_installed) {
+    sigaction (SIGUSR1, &previous, NULL);
+    s->handler_installed = false;
+  }
+  if (!s->running)
+    return;
+  atomic_store (&stopping, true);
+  if (write (wake[1], &b, 1) == -1) {
+    /* full pipe: the thread wakes anyway */
+  }
+  pthread_join (s->thread, NULL);
+  s->running = false;
+  close (wake[0]);
+  close (wake[1]);
+  wake[0] = wake[1] = -1;
+}
+
+void
+gm_stats_final (struct gm_stats_out *s)
+{
+  gm_stats_stop (s);            /* in case .cleanup never ran */
+  if (s->to_stderr && *s->to_stderr)
+    emit_lines (stderr, s);
+  if (s->path && write_file (s) == -1)
+    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+  free (s->path);
+  s->path = NULL;
+}
+
+/* Metric names are [a-zA-Z_:][a-zA-Z0-9_:]*: anything else becomes '_'. */
+static void
+put_name (FILE *fp, const char *name, size_t len)
+{
+  for (size_t i = 0; i < len; i++)
+    fputc (isalnum ((unsigned char) name[i]) || name[i] == '_' ?
+           name[i] : '_', fp);
+}
+
+/* Label values escape backslash, double quote and newline. */
+static void
+put_label_value (FILE *fp, const char *v, size_t len)
+{
+  for (size_t i = 0; i < len; i++) {
+    if (v[i] == '\\' || v[i] == '"')
+      fputc ('\\', fp);
+    if (v[i] == '\n')
+      fputs ("\\n", fp);
+    else
+      fputc (v[i], fp);
+  }
+}
+
+static void
+put_family (FILE *fp, const char *name, size_t len, const char *suffix,
+            const char *kind, const char *type)
+{
+  fputs ("# HELP gmblock_", fp);
+  put_name (fp, name, len);
+  fprintf (fp, "%s gmblock %s '", suffix, kind);
+  put_name (fp, name, len);
+  fprintf (fp, "' of the module in label module "
+           "(see its man page, nbdkit-gmblock-*(1))\n");
+  fputs ("# TYPE gmblock_", fp);
+  put_name (fp, name, len);
+  fprintf (fp, "%s %s\n", suffix, type);
+  fputs ("gmblock_", fp);
+  put_name (fp, name, len);
+  fputs (suffix, fp);
+}
+
+/* One derived "prefix.name value" line. */
+static void
+put_derived (FILE *fp, const struct gm_stats_out *s, const char *line,
+             size_t len)
+{
+  const char *dot = memchr (line, '.', len);
+  const char *sp = memchr (line, ' ', len);
+  const char *name, *value;
+  size_t nlen, vlen;
+  char num[64], *end;
+  double d;
+
+  if (dot == NULL || sp == NULL || dot > sp)
+    return;
+  name = dot + 1;
+  nlen = sp - name;
+  value = sp + 1;
+  vlen = line + len - value;
+  if (nlen == 0 || vlen == 0)
+    return;
+  if (vlen < sizeof num) {
+    memcpy (num, value, vlen);
+    num[vlen] = '\0';
+    d = strtod (num, &end);
+    if (end != num && *end == '\0' && isfinite (d)) {
+      put_family (fp, name, nlen, "", "value", "gauge");
+      fprintf (fp, "{module=\"%s\"} %s\n", s->module, num);
+      return;
+    }
+  }
+  put_family (fp, name, nlen, "_info", "setting", "gauge");
+  fprintf (fp, "{module=\"%s\",value=\"", s->module);
+  put_label_value (fp, value, vlen);
+  fputs ("\"} 1\n", fp);
+}
+
+void
+gm_stats_print_prometheus (FILE *fp, const struct gm_stats_out *s)
+{
+  char *buf = NULL;
+  size_t size = 0;
+  FILE *mem;
+
+  for (size_t i = 0; i < s->n; i++) {
+    const char *name = s->c[i].name;
+
+    put_family (fp, name, strlen (name), "_total", "counter", "counter");
+    fprintf (fp, "{module=\"%s\"} %llu\n", s->module,
+             (unsigned long long) gm_counter_get (&s->c[i]));
+  }
+  if (s->extra == NULL || (mem = open_memstream (&buf, &size)) == NULL)
+    return;
+  s->extra (mem, s->opaque);
+  if (fclose (mem) == 0) {
+    for (char *p = buf, *nl; p < buf + size; p = nl + 1) {
+      if ((nl = memchr (p, '\n', buf + size - p)) == NULL)
+        nl = buf + size;
+      put_derived (fp, s, p, nl - p);
+    }
+  }
+  free (buf);
+}
