@@ -13,7 +13,9 @@
  *
  * When the server goes away, the requests in flight fail with EIO, the
  * next request reconnects, and a READ, FLUSH or CACHE that failed for
- * the transport is retried once on the new connection.
+ * the transport is retried once on the new connection.  A FLUSH fails
+ * if writes acknowledged and not yet flushed may have been lost with
+ * a broken connection (conn.c).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -51,6 +53,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_ERRORS, "error_replies", "requests the server answered with an error"),
   GM_COUNTER (BC_TRANSPORT_ERRORS, "transport_errors", "NBD requests failed with EIO: the connection broke, or could not be made"),
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
+  GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because a connection broke with acknowledged, unflushed writes"),
 };
 
 static struct gm_stats_out bstats_out =
@@ -441,7 +444,18 @@ bridge_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
 static int
 bridge_flush (void *handle, uint32_t flags)
 {
-  return request (handle, GM_RP_FLUSH, 0, NULL, 0, 0, true);
+  if (request (handle, GM_RP_FLUSH, 0, NULL, 0, 0, true) == -1)
+    return -1;
+  /* Succeeding here, after a server restart, would claim writes that
+   * died with the old server's caches are on stable storage. */
+  if (conn_writes_lost (handle)) {
+    COUNT (BC_LOST_FLUSHES, 1);
+    nbdkit_error (NAME ": flush: a connection broke with acknowledged "
+                  "writes not yet flushed; they may be lost (server died)");
+    nbdkit_set_error (EIO);
+    return -1;
+  }
+  return 0;
 }
 
 static int

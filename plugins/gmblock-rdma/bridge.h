@@ -29,7 +29,8 @@
 enum {
   BC_CONNECTS, BC_RECONNECTS, BC_REQUESTS, BC_READ_BYTES, BC_WRITE_BYTES,
   BC_COPIED, BC_ZERO_COPY, BC_ODP_HITS, BC_ODP_MISSES, BC_POOL_WAITS,
-  BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES, BC_COUNT
+  BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES,
+  BC_LOST_FLUSHES, BC_COUNT
 };
 extern struct gm_counter bstats[BC_COUNT];
 #define COUNT(id, n) gm_count (&bstats[id], (n))
@@ -100,5 +101,9 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
 int conn_collect (struct conn *c, int slot);
 /* The same, with a BLOCK_STATUS reply's count of extents. */
 int conn_collect_count (struct conn *c, int slot, uint32_t *count);
+/* Has a connection broken with acknowledged, unflushed writes since
+ * c last asked?  (conn.c: a FLUSH then fails.)
+ */
+bool conn_writes_lost (struct conn *c);
 
 #endif /* GMBLOCK_BRIDGE_H */

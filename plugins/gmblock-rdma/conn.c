@@ -16,11 +16,22 @@
  * flight with EIO and ends.  The next request with nothing in flight
  * reconnects once the others have collected their slots; the limits
  * must not change across a reconnect.
+ *
+ * Durability across a reconnect: a write the server acknowledged but
+ * has not flushed may die with it (its caches: gmblock-cache in
+ * write-back), and a FLUSH on the new connection, to a restarted
+ * server, cannot cover it.  So a connection that breaks with such
+ * writes bumps lost_gen, and each connection's next FLUSH reports it
+ * once (conn_writes_lost: the NBD client gets EIO, as from a disk that
+ * lost its write cache).  Process-wide, because with multi-conn a
+ * FLUSH on any connection must cover the writes of all of them.
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <inttypes.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,7 +57,11 @@ struct slot {
   int result;                   /* 0, a positive errno, -1 transport */
   uint32_t count;               /* BLOCK_STATUS: extents written */
   uint64_t handle;
+  uint64_t flush_mark;          /* FLUSH: wacked when it was sent */
 };
+
+/* Connections that broke with acknowledged, unflushed writes. */
+static _Atomic uint64_t lost_gen;
 
 struct conn {
   pthread_mutex_t m;            /* everything below; never held across I/O */
@@ -71,6 +86,9 @@ struct conn {
   struct gm_rp_limits lim;      /* of the first connection */
   uint64_t seq;
   time_t progress;              /* last completion, or first post */
+  uint64_t wacked;              /* WRITE/TRIM/ZERO without FUA acknowledged */
+  uint64_t wflushed;            /* of those, covered by a FLUSH's reply */
+  uint64_t lost_seen;           /* lost_gen reported by this connection */
   struct slot slots[GM_RP_MAX_CREDITS];
 };
 
@@ -405,6 +423,7 @@ conn_open (void)
   pthread_cond_init (&c->free_cv, NULL);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_init (&c->slots[i].done_cv, NULL);
+  c->lost_seen = atomic_load (&lost_gen);
   if (connect_retry (c) == -1) {
     conn_close (c);
     return NULL;
@@ -459,6 +478,13 @@ broken (struct conn *c, const char *why)
                 server.port, why);
   ibv_modify_qp (c->id->qp, &a, IBV_QP_STATE);
   c->dead = true;
+  if (c->wacked > c->wflushed) {
+    nbdkit_error (NAME ": %" PRIu64 " writes acknowledged since the last "
+                  "flush may be lost if the server died: the next flush "
+                  "fails", c->wacked - c->wflushed);
+    c->wflushed = c->wacked;
+    atomic_fetch_add (&lost_gen, 1);
+  }
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
     struct slot *s = &c->slots[i];
     if (s->posted) {
@@ -505,6 +531,11 @@ take (struct conn *c, const struct ibv_wc *wc)
   s->count = rep.count;
   if (rep.error)
     COUNT (BC_ERRORS, 1);
+  else if (r.op == GM_RP_FLUSH && s->flush_mark > c->wflushed)
+    c->wflushed = s->flush_mark;
+  else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
+           && !(r.flags & GM_RP_FLAG_FUA))
+    c->wacked++;
   pthread_cond_signal (&s->done_cv);
   if (post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");
@@ -674,6 +705,7 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
   }
   COUNT (BC_REQUESTS, 1);
   s->handle = r->handle;
+  s->flush_mark = c->wacked;
   s->posted = true;
   pthread_mutex_unlock (&c->m);
   return 0;
@@ -709,4 +741,17 @@ conn_collect_count (struct conn *c, int slot, uint32_t *count)
   pthread_cond_broadcast (&c->free_cv);
   pthread_mutex_unlock (&c->m);
   return r;
+}
+
+bool
+conn_writes_lost (struct conn *c)
+{
+  uint64_t g = atomic_load (&lost_gen);
+  bool lost;
+
+  pthread_mutex_lock (&c->m);
+  lost = c->lost_seen != g;
+  c->lost_seen = g;
+  pthread_mutex_unlock (&c->m);
+  return lost;
 }

@@ -1,0 +1,340 @@
+# The durability contract on the RDMA write path (issue 10): a FLUSH
+# or FUA reply means that every write acknowledged before it is on
+# stable storage, whatever else is in flight, and a write that did not
+# land is never acknowledged.  rdma-mixed checks one quiet flush; here
+# the server is slow and busy, and it dies the moment it has answered.
+# (1) A slow server (delay-write=50ms below --filter=gmblock-rdma) in
+# front of gmblock-cache in write-back, so an acknowledged write sits in
+# the server's memory (checked: not on the disk) until a flush: 16
+# writes in flight through the bridge, a FLUSH sent after 96 acks (on
+# the same NBD connection, then on another), the server killed -9 the
+# instant the flush is answered: every write acknowledged before the
+# flush was sent is on the disk (O_DIRECT), byte for byte.  FUA writes
+# among plain ones, kill -9 after 96 acks: every FUA one is on the disk.
+# (2) Writes acknowledged by a server that then died, never flushed:
+# after the restart the bridge must fail the next FLUSH (the data was
+# lost with the server's cache) instead of flushing the new server and
+# answering success; the flush after that succeeds.
+# (3) A failing disk (nbdkit's error filter below the cache): a flush
+# whose write-back fails is an error, the next one after the disk
+# recovers succeeds and the data is on the disk.  nbdkit's error filter
+# directly below gmblock-rdma failing half of the pwrites: every write
+# (4M ones too, split into four by the bridge) that was acknowledged
+# reads back and is on the disk, the failed ones get EIO, nbdcopy exits
+# non-zero; the connection lives on (error replies, no transport error).
+# (4) A plugin that serialises requests (--filter=noparallel): the
+# filter's serial path (one worker, READs not split), two writers at
+# depth 16 at once, a flush, every byte back over RDMA and on the disk.
+# lab-disks: virtio:32M virtio:32M virtio:32M
+# lab-timeout: 400
+. "$LAB_REPO/tests/vm/guest/lib.sh"
+load virtio_blk
+rxe_pair
+br_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
+
+# dpy MODE ARGS...: the libnbd clients of this scenario (see each mode).
+dpy() {
+    python3 - "$@" <<'PY'
+import mmap, os, random, select, signal, sys, time, nbd
+mode, args = sys.argv[1], sys.argv[2:]
+SZ = 64 << 10
+
+def connect(uri):
+    h = nbd.NBD()
+    h.connect_uri(uri)
+    return h
+
+def wait(hs):
+    # Block until one of the handles has something to do.
+    rl, wl = [], []
+    for h in hs:
+        d = h.aio_get_direction()
+        if d & nbd.AIO_DIRECTION_READ: rl.append(h.aio_get_fd())
+        if d & nbd.AIO_DIRECTION_WRITE: wl.append(h.aio_get_fd())
+    r, w, _ = select.select(rl, wl, [])
+    for h in hs:
+        if h.aio_get_fd() in r: h.aio_notify_read()
+        if h.aio_get_fd() in w: h.aio_notify_write()
+
+def done(h, c):
+    # True once c is answered; raises nbd.Error if it failed.
+    return h.aio_command_completed(c)
+
+def on_disk(disk, chunks, data):
+    # Which of chunks (index -> offset i * SZ) hold data[i] on disk.
+    fd = os.open(disk, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, SZ)
+    ok = [i for i in chunks if os.preadv(fd, [buf], i * SZ) == SZ and buf[:] == data[i]]
+    os.close(fd)
+    return ok
+
+def reap(pid):
+    while True:
+        try:
+            if open("/proc/%d/stat" % pid).read().split()[2] == "Z":
+                return
+        except OSError:
+            return
+        time.sleep(0.02)
+
+if mode in ("flush", "fua"):
+    # flush URI FLUSH_URI PID DISK / fua URI PID DISK: 256 writes of
+    # 64K in random order, 16 in flight.  flush: after 96 acks a FLUSH
+    # (on FLUSH_URI's connection unless "same"), kill -9 PID when it is
+    # answered.  fua: every other write FUA, kill -9 PID after 96 acks.
+    if mode == "flush":
+        uri, furi, pid, disk = args[0], args[1], int(args[2]), args[3]
+    else:
+        uri, furi, pid, disk = args[0], "same", int(args[1]), args[2]
+    N, DEPTH, AT = 256, 16, 96
+    rnd = random.Random()
+    order = list(range(N)); rnd.shuffle(order)
+    data = [rnd.randbytes(SZ) for _ in range(N)]
+    h = connect(uri)
+    hf = h if furi == "same" else connect(furi)
+    if hf is not h and not hf.can_multi_conn():
+        sys.exit("the bridge does not advertise multi-conn: a flush on "
+                 "another connection would not have to cover these writes")
+    inflight, acked, fcookie, sent, failed = {}, [], None, 0, 0
+    while True:
+        while sent < N and len(inflight) < DEPTH:
+            i = order[sent]; sent += 1
+            fl = nbd.CMD_FLAG_FUA if mode == "fua" and i % 2 else 0
+            inflight[h.aio_pwrite(data[i], i * SZ, flags=fl)] = i
+        if mode == "flush" and fcookie is None and len(acked) >= AT:
+            before, busy = list(acked), len(inflight)
+            # Control: the cache holds them, the disk does not (yet).
+            pre = len(on_disk(disk, before, data))
+            fcookie = hf.aio_flush()
+        wait([h] if hf is h else [h, hf])
+        for c in list(inflight):
+            try:
+                if done(h, c): acked.append(inflight.pop(c))
+            except nbd.Error:
+                inflight.pop(c); failed += 1
+        if mode == "flush" and fcookie is not None and done(hf, fcookie):
+            os.kill(pid, signal.SIGKILL)
+            break
+        if mode == "fua" and len(acked) >= AT:
+            os.kill(pid, signal.SIGKILL)
+            before, busy = [i for i in acked if i % 2], len(inflight)
+            plain = [i for i in acked if not i % 2]
+            break
+    reap(pid)
+    if busy == 0:
+        sys.exit("nothing was in flight: not the interleaving to test")
+    if mode == "flush":
+        print("flush sent with %d writes acknowledged (%d of them on the disk "
+              "then) and %d in flight; answered after %d more acks; kill -9 "
+              "at once" % (len(before), pre, busy, len(acked) - len(before)))
+        if pre == len(before):
+            sys.exit("control: every acknowledged write was on the disk "
+                     "before the flush (write-back not in effect)")
+    else:
+        pre = len(on_disk(disk, plain, data))
+        print("kill -9 after %d acks (%d in flight): %d FUA; of the %d plain "
+              "ones %d are on the disk" % (len(acked), busy, len(before),
+                                          len(plain), pre))
+        if pre == len(plain):
+            sys.exit("control: every plain write reached the disk")
+    ok = on_disk(disk, before, data)
+    if len(ok) != len(before):
+        bad = sorted(set(before) - set(ok))
+        sys.exit("%d of %d writes are not on %s after the %s and kill -9 "
+                 "(first at offset %d)" % (len(bad), len(before), disk,
+                 "flush" if mode == "flush" else "FUA reply", bad[0] * SZ))
+    print("all %d are on %s" % (len(before), disk))
+
+elif mode == "lost":
+    # lost URI DISK RUN: write 1M (acknowledged, not flushed: not on the
+    # disk), tell the shell (RUN/written), which kills the server -9
+    # and restarts it (RUN/restarted); the next FLUSH must fail, the
+    # one after it succeed; a write and flush then land.
+    uri, disk, run = args
+    h = connect(uri)
+    data = [random.randbytes(SZ) for _ in range(16)]
+    for i in range(16):
+        h.pwrite(data[i], i * SZ)
+    if on_disk(disk, range(16), data):
+        sys.exit("control: the acknowledged writes reached the disk unflushed")
+    open(run + "/written", "w").close()
+    for _ in range(600):
+        if os.path.exists(run + "/restarted"): break
+        time.sleep(0.1)
+    else:
+        sys.exit("the server was not restarted")
+    try:
+        h.flush()
+        sys.exit("FLUSH succeeded after the server lost acknowledged writes "
+                 "(%d of 16 on the disk)" % len(on_disk(disk, range(16), data)))
+    except nbd.Error as e:
+        print("the first FLUSH after the server died fails, as it must: %s" % e)
+    h.flush()
+    h.pwrite(data[0], 0)
+    h.flush()
+    if not on_disk(disk, [0], data):
+        sys.exit("a write flushed after the restart is not on the disk")
+    print("the next FLUSH succeeds and covers the writes after the restart")
+
+elif mode == "flushfail":
+    # flushfail URI DISK TRIGGER: 16 writes acknowledged (cached), the
+    # write-back fails (TRIGGER exists): FLUSH must fail; TRIGGER gone:
+    # FLUSH succeeds and all 16 are on the disk.
+    uri, disk, trig = args
+    h = connect(uri)
+    data = [random.randbytes(SZ) for _ in range(16)]
+    for i in range(16):
+        h.pwrite(data[i], i * SZ)
+    open(trig, "w").close()
+    try:
+        h.flush()
+        sys.exit("FLUSH succeeded though the write-back failed (%d of 16 on "
+                 "the disk)" % len(on_disk(disk, range(16), data)))
+    except nbd.Error as e:
+        print("FLUSH with a failing write-back: %s" % e)
+    os.unlink(trig)
+    h.flush()
+    n = len(on_disk(disk, range(16), data))
+    if n != 16:
+        sys.exit("after a successful FLUSH only %d of 16 writes are on the disk" % n)
+    print("the disk recovered: FLUSH succeeds, all 16 writes are on the disk")
+
+elif mode == "errors":
+    # errors URI DISK: half the server's pwrites fail.  64 writes of 64K
+    # (every other one FUA) and 12 of 4M (split by the bridge), 16 in
+    # flight: what was acknowledged reads back and is on the disk.
+    uri, disk = args
+    h = connect(uri)
+    BIG = 4 << 20
+    jobs = [(i * SZ, SZ, i % 2) for i in range(64)]
+    jobs += [((1 << 22) + k * BIG, BIG, 0) for k in range(6)]
+    data = [random.randbytes(n) for _, n, _ in jobs]
+    inflight, ok, bad, fua_bad = {}, [], [], 0
+    pending = list(range(len(jobs)))
+    while pending or inflight:
+        while pending and len(inflight) < 16:
+            j = pending.pop(0)
+            off, n, fua = jobs[j]
+            inflight[h.aio_pwrite(data[j], off,
+                     flags=nbd.CMD_FLAG_FUA if fua else 0)] = j
+        wait([h])
+        for c in list(inflight):
+            try:
+                if done(h, c): ok.append(inflight.pop(c))
+            except nbd.Error as e:
+                j = inflight.pop(c); bad.append(j)
+                if e.errno not in (5, "EIO"):
+                    sys.exit("write failed with %s, not EIO" % e)
+    big_ok = [j for j in ok if jobs[j][1] == BIG]
+    print("%d writes acknowledged (%d of 4M), %d failed with EIO" %
+          (len(ok), len(big_ok), len(bad)))
+    if not bad or not any(jobs[j][2] for j in bad) or not any(jobs[j][1] == BIG for j in bad):
+        sys.exit("expected failed plain, FUA and 4M writes")
+    fd = os.open(disk, os.O_RDONLY | os.O_DIRECT)
+    buf = mmap.mmap(-1, BIG)
+    for j in ok:
+        off, n, _ = jobs[j]
+        if h.pread(n, off) != data[j]:
+            sys.exit("an acknowledged write at %d reads back wrong" % off)
+        if os.preadv(fd, [memoryview(buf)[:n]], off) != n or buf[:n] != data[j]:
+            sys.exit("an acknowledged write at %d is not on the disk" % off)
+    print("every acknowledged write reads back and is on the disk")
+
+elif mode == "fill":
+    # fill URI FILE OFFSET: write FILE at OFFSET, 256K requests, 16 in
+    # flight, then flush.
+    uri, path, base = args[0], args[1], int(args[2])
+    h = connect(uri)
+    data = open(path, "rb").read()
+    CH = 256 << 10
+    offs, inflight = list(range(0, len(data), CH)), []
+    while offs or inflight:
+        while offs and len(inflight) < 16:
+            o = offs.pop(0)
+            inflight.append(h.aio_pwrite(data[o:o + CH], base + o))
+        wait([h])
+        inflight = [c for c in inflight if not done(h, c)]
+    h.flush()
+PY
+}
+
+# ---- (1) slow, busy server with a write-back cache; kill -9 at the flush reply
+trig=$LAB_RUN/wb-fail
+s1_args=(--filter=gmblock-rdma --filter=delay --filter=gmblock-cache
+    --filter=error -- rdma=10.77.0.1 rdma-threads=8 delay-write=50ms
+    cache-mode=writeback writeback-interval=3600 cache-size=64M
+    error-pwrite=EIO error-pwrite-rate=100% error-pwrite-file="$trig"
+    rdma-stats="$LAB_OUT/srv.rdma-stats")
+serve srv 10809 /dev/vda "${s1_args[@]}"
+bridge br 10.77.0.1
+step "(1a) 16 writes in flight, FLUSH on the same connection, kill -9 at its reply"
+must dpy flush "$br_uri" same "$(server_pid srv)" /dev/vda
+stop srv KILL
+serve srv 10809 /dev/vda "${s1_args[@]}"
+step "(1b) the same with the FLUSH on another connection (multi-conn)"
+must dpy flush "$br_uri" "$br_uri" "$(server_pid srv)" /dev/vda
+stop srv KILL
+serve srv 10809 /dev/vda "${s1_args[@]}"
+step "(1c) FUA writes among plain ones, kill -9 after 96 acknowledgements"
+must dpy fua "$br_uri" "$(server_pid srv)" /dev/vda
+stop srv KILL
+
+# ---- (2) acknowledged, unflushed, lost with the server: the bridge says so
+serve srv 10809 /dev/vda "${s1_args[@]}"
+step "(2) writes acknowledged, the server killed -9 before any flush, restarted"
+rm -f "$LAB_RUN/written" "$LAB_RUN/restarted"
+dpy lost "$br_uri" /dev/vda "$LAB_RUN" &
+lost=$!
+for i in $(seq 300); do [ -e "$LAB_RUN/written" ] && break; kill -0 $lost 2>/dev/null || break; sleep 0.1; done
+[ -e "$LAB_RUN/written" ] || { wait $lost; fail "the writer of (2) did not get its writes acknowledged"; }
+stop srv KILL
+serve srv 10809 /dev/vda "${s1_args[@]}"
+touch "$LAB_RUN/restarted"
+wait $lost || fail "(2) failed: see scenario.log"
+
+# ---- (3) failing write-back: the flush is an error until the disk recovers
+step "(3a) the write-back fails: FLUSH must fail, then succeed once it works"
+must dpy flushfail "$br_uri" /dev/vda "$trig"
+stop srv
+echo "server s1: $(grep -E 'error_replies|requests|clients_dropped' "$LAB_OUT/srv.rdma-stats" 2>/dev/null | tr '\n' ' ')"
+
+step "(3b) half the pwrites below gmblock-rdma fail"
+serve err 10809 /dev/vdb --filter=gmblock-rdma --filter=error -- \
+    rdma=10.77.0.1 error-pwrite=EIO error-pwrite-rate=50% \
+    rdma-stats="$LAB_OUT/err.rdma-stats"
+must dpy errors "$br_uri" /dev/vdb
+must head -c 8M /dev/urandom >"$LAB_RUN/e.img"
+if nbdcopy "$LAB_RUN/e.img" "$br_uri" 2>"$LAB_OUT/nbdcopy-err.log"; then
+    fail "nbdcopy succeeded though half the server's writes failed"
+fi
+echo "nbdcopy failed, as it must: $(head -n 1 "$LAB_OUT/nbdcopy-err.log")"
+step "reads in 1M requests (split into pieces by the parallel path)"
+must nbdcopy --request-size=1M "$br_uri" "$LAB_RUN/err-out.img"
+stop err
+counter_above err_error_replies "$(rdma_counter err.rdma-stats error_replies)" 0 "the server answered the failed writes with errors"
+[ "$(rdma_counter err.rdma-stats clients_dropped)" = 0 ] || fail "a client was dropped for a failed write"
+counter_above err_split_reads "$(rdma_counter err.rdma-stats split_reads)" 0 "control: the parallel path splits 1M reads"
+
+# ---- (4) a serialising plugin: the filter's serial path
+step "(4) --filter=noparallel: one worker per client, two writers at depth 16"
+serve ser 10809 /dev/vdc --filter=gmblock-rdma --filter=noparallel -- \
+    rdma=10.77.0.1 rdma-stats="$LAB_OUT/ser.rdma-stats"
+must head -c 16M /dev/urandom >"$LAB_RUN/p.img"
+must head -c 16M /dev/urandom >"$LAB_RUN/q.img"
+dpy fill "$br_uri" "$LAB_RUN/q.img" $((16 << 20)) &
+other=$!
+must dpy fill "$br_uri" "$LAB_RUN/p.img" 0
+wait $other || fail "the second writer failed"
+must nbdcopy --request-size=1M "$br_uri" "$LAB_RUN/ser-out.img"
+stop ser
+must cat "$LAB_RUN/p.img" "$LAB_RUN/q.img" >"$LAB_RUN/pq.img"
+cmp "$LAB_RUN/pq.img" "$LAB_RUN/ser-out.img" || fail "the serial path read back other data"
+must dd if=/dev/vdc of="$LAB_RUN/ser-disk.img" bs=1M iflag=direct status=none
+cmp "$LAB_RUN/pq.img" "$LAB_RUN/ser-disk.img" || fail "the serial path's writes are not on the disk"
+echo "server ser: $(tr '\n' ' ' <"$LAB_OUT/ser.rdma-stats")"
+[ "$(rdma_counter ser.rdma-stats split_reads)" = 0 ] || fail "the serial path split READs"
+counter_above ser_write_bytes "$(rdma_counter ser.rdma-stats write_bytes)" $(((32 << 20) - 1)) "both writers went over RDMA"
+stop br
+echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
+counter_above br_error_replies "$(rdma_counter br.stats error_replies)" 0 "the failed writes came back as error replies"
+echo "rdma-durability: all checks passed"
