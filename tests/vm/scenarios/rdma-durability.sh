@@ -68,6 +68,23 @@ def on_disk(disk, chunks, data):
     os.close(fd)
     return ok
 
+def put16(uri):
+    # A new connection with 16 writes of 64K at 0 acknowledged.
+    h = connect(uri)
+    data = [random.randbytes(SZ) for _ in range(16)]
+    for i in range(16):
+        h.pwrite(data[i], i * SZ)
+    return h, data
+
+def flush_fails(h, disk, data, what):
+    try:
+        h.flush()
+    except nbd.Error as e:
+        print("%s: the FLUSH fails, as it must: %s" % (what, e))
+        return
+    sys.exit("%s: the FLUSH succeeded (%d of 16 writes on the disk)" %
+             (what, len(on_disk(disk, range(16), data))))
+
 def reap(pid):
     while True:
         try:
@@ -146,15 +163,12 @@ if mode in ("flush", "fua"):
     print("all %d are on %s" % (len(before), disk))
 
 elif mode == "lost":
-    # lost URI DISK RUN: write 1M (acknowledged, not flushed: not on the
+    # lost URI DISK RUN: put16 (acknowledged, not flushed: not on the
     # disk), tell the shell (RUN/written), which kills the server -9
     # and restarts it (RUN/restarted); the next FLUSH must fail, the
     # one after it succeed; a write and flush then land.
     uri, disk, run = args
-    h = connect(uri)
-    data = [random.randbytes(SZ) for _ in range(16)]
-    for i in range(16):
-        h.pwrite(data[i], i * SZ)
+    h, data = put16(uri)
     if on_disk(disk, range(16), data):
         sys.exit("control: the acknowledged writes reached the disk unflushed")
     open(run + "/written", "w").close()
@@ -163,12 +177,7 @@ elif mode == "lost":
         time.sleep(0.1)
     else:
         sys.exit("the server was not restarted")
-    try:
-        h.flush()
-        sys.exit("FLUSH succeeded after the server lost acknowledged writes "
-                 "(%d of 16 on the disk)" % len(on_disk(disk, range(16), data)))
-    except nbd.Error as e:
-        print("the first FLUSH after the server died fails, as it must: %s" % e)
+    flush_fails(h, disk, data, "the server died with acknowledged writes")
     h.flush()
     h.pwrite(data[0], 0)
     h.flush()
@@ -181,17 +190,9 @@ elif mode == "flushfail":
     # write-back fails (TRIGGER exists): FLUSH must fail; TRIGGER gone:
     # FLUSH succeeds and all 16 are on the disk.
     uri, disk, trig = args
-    h = connect(uri)
-    data = [random.randbytes(SZ) for _ in range(16)]
-    for i in range(16):
-        h.pwrite(data[i], i * SZ)
+    h, data = put16(uri)
     open(trig, "w").close()
-    try:
-        h.flush()
-        sys.exit("FLUSH succeeded though the write-back failed (%d of 16 on "
-                 "the disk)" % len(on_disk(disk, range(16), data)))
-    except nbd.Error as e:
-        print("FLUSH with a failing write-back: %s" % e)
+    flush_fails(h, disk, data, "the write-back fails")
     os.unlink(trig)
     h.flush()
     n = len(on_disk(disk, range(16), data))
@@ -309,7 +310,7 @@ if nbdcopy "$LAB_RUN/e.img" "$br_uri" 2>"$LAB_OUT/nbdcopy-err.log"; then
 fi
 echo "nbdcopy failed, as it must: $(head -n 1 "$LAB_OUT/nbdcopy-err.log")"
 step "reads in 1M requests (split into pieces by the parallel path)"
-must nbdcopy --request-size=1M "$br_uri" "$LAB_RUN/err-out.img"
+must nbdcopy --request-size=1048576 "$br_uri" "$LAB_RUN/err-out.img"
 stop err
 counter_above err_error_replies "$(rdma_counter err.rdma-stats error_replies)" 0 "the server answered the failed writes with errors"
 [ "$(rdma_counter err.rdma-stats clients_dropped)" = 0 ] || fail "a client was dropped for a failed write"
@@ -325,7 +326,7 @@ dpy fill "$br_uri" "$LAB_RUN/q.img" $((16 << 20)) &
 other=$!
 must dpy fill "$br_uri" "$LAB_RUN/p.img" 0
 wait $other || fail "the second writer failed"
-must nbdcopy --request-size=1M "$br_uri" "$LAB_RUN/ser-out.img"
+must nbdcopy --request-size=1048576 "$br_uri" "$LAB_RUN/ser-out.img"
 stop ser
 must cat "$LAB_RUN/p.img" "$LAB_RUN/q.img" >"$LAB_RUN/pq.img"
 cmp "$LAB_RUN/pq.img" "$LAB_RUN/ser-out.img" || fail "the serial path read back other data"
@@ -337,4 +338,5 @@ counter_above ser_write_bytes "$(rdma_counter ser.rdma-stats write_bytes)" $(((3
 stop br
 echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
 counter_above br_error_replies "$(rdma_counter br.stats error_replies)" 0 "the failed writes came back as error replies"
+counter_above br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)" 0 "the FLUSH after the restart of (2) failed"
 echo "rdma-durability: all checks passed"
