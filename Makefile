@@ -80,24 +80,24 @@ $(COMMON_LIB): $(COMMON_OBJ)
 	ar rcs $@ $^
 
 $(PLUGIN_SO): $(PLUGIN_OBJ) $(COMMON_LIB)
-	$(CC) $(ALL_CFLAGS) -shared -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS) -lpci
+	$(CC) $(ALL_CFLAGS) -shared $(LDFLAGS) -o $@ $(PLUGIN_OBJ) $(COMMON_LIB) $(LIBS) -lpci
 
 $(BRIDGE_SO): $(BRIDGE_OBJ) $(COMMON_LIB)
-	$(CC) $(ALL_CFLAGS) -shared -o $@ $(BRIDGE_OBJ) $(COMMON_LIB) $(RDMA_LIBS) -lpthread
+	$(CC) $(ALL_CFLAGS) -shared $(LDFLAGS) -o $@ $(BRIDGE_OBJ) $(COMMON_LIB) $(RDMA_LIBS) -lpthread
 $(B)/filters/rdma/nbdkit-gmblock-rdma-filter.so: LIBS += $(RDMA_LIBS) -lpci
 # A misbehaving RDMA client for the lab (tests/vm/scenarios/rdma-malformed.sh).
 $(B)/tests/rdma-badclient: tests/rdma-badclient.c $(COMMON_LIB)
 	@mkdir -p $(@D)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) $(RDMA_LIBS)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) $(RDMA_LIBS)
 
 # The user command that shows the PCI topology (common/topology.c).
 $(TOPOLOGY): plugins/gmblock/cmd/gmblock-topology.c $(COMMON_LIB)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -o $@ $< $(COMMON_LIB) -lpci
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) -lpci
 
 # Each filters/NAME/ folder builds nbdkit-gmblock-NAME-filter.so.
 define filter_rule
 $(B)/filters/$(1)/nbdkit-gmblock-$(1)-filter.so: $(patsubst %.c,$(B)/%.o,$(wildcard filters/$(1)/*.c)) $(COMMON_LIB)
-	$$(CC) $$(ALL_CFLAGS) -shared -o $$@ $$(filter %.o,$$^) $(COMMON_LIB) $$(LIBS)
+	$$(CC) $$(ALL_CFLAGS) -shared $$(LDFLAGS) -o $$@ $$(filter %.o,$$^) $(COMMON_LIB) $$(LIBS)
 endef
 $(foreach f,$(FILTERS),$(eval $(call filter_rule,$(f))))
 
