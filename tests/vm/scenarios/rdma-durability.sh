@@ -11,6 +11,9 @@
 # instant the flush is answered: every write acknowledged before the
 # flush was sent is on the disk (O_DIRECT), byte for byte.  FUA writes
 # among plain ones, kill -9 after 96 acks: every FUA one is on the disk.
+# SIGTERM with 16 in flight: every write acknowledged is on the disk
+# after the exit (the RDMA clients stop before the cache's last
+# write-back).
 # (2) Writes acknowledged by a server that then died, never flushed:
 # after the restart the bridge must fail the next FLUSH (the data was
 # lost with the server's cache) instead of flushing the new server and
@@ -51,7 +54,7 @@ def wait(hs):
         d = h.aio_get_direction()
         if d & nbd.AIO_DIRECTION_READ: rl.append(h.aio_get_fd())
         if d & nbd.AIO_DIRECTION_WRITE: wl.append(h.aio_get_fd())
-    r, w, _ = select.select(rl, wl, [])
+    r, w, _ = select.select(rl, wl, [], 1.0)
     for h in hs:
         if h.aio_get_fd() in r: h.aio_notify_read()
         if h.aio_get_fd() in w: h.aio_notify_write()
@@ -94,11 +97,12 @@ def reap(pid):
             return
         time.sleep(0.02)
 
-if mode in ("flush", "fua"):
-    # flush URI FLUSH_URI PID DISK / fua URI PID DISK: 256 writes of
-    # 64K in random order, 16 in flight.  flush: after 96 acks a FLUSH
-    # (on FLUSH_URI's connection unless "same"), kill -9 PID when it is
-    # answered.  fua: every other write FUA, kill -9 PID after 96 acks.
+if mode in ("flush", "fua", "term"):
+    # flush URI FLUSH_URI PID DISK / fua|term URI PID DISK: 256 writes
+    # of 64K in random order, 16 in flight.  flush: after 96 acks a
+    # FLUSH (on FLUSH_URI's connection unless "same"), kill -9 PID when
+    # it is answered.  fua: every other write FUA, kill -9 PID after 96
+    # acks.  term: SIGTERM to PID after 96 acks, no more writes sent.
     if mode == "flush":
         uri, furi, pid, disk = args[0], args[1], int(args[2]), args[3]
     else:
@@ -113,8 +117,9 @@ if mode in ("flush", "fua"):
         sys.exit("the bridge does not advertise multi-conn: a flush on "
                  "another connection would not have to cover these writes")
     inflight, acked, fcookie, sent, failed = {}, [], None, 0, 0
+    termed = False
     while True:
-        while sent < N and len(inflight) < DEPTH:
+        while sent < N and len(inflight) < DEPTH and not termed:
             i = order[sent]; sent += 1
             fl = nbd.CMD_FLAG_FUA if mode == "fua" and i % 2 else 0
             inflight[h.aio_pwrite(data[i], i * SZ, flags=fl)] = i
@@ -137,6 +142,16 @@ if mode in ("flush", "fua"):
             before, busy = [i for i in acked if i % 2], len(inflight)
             plain = [i for i in acked if not i % 2]
             break
+        if mode == "term" and not termed and len(acked) >= AT:
+            at, pre = len(acked), len(on_disk(disk, acked, data))
+            os.kill(pid, signal.SIGTERM)
+            termed, busy = True, len(inflight)
+            deadline = time.monotonic() + 60
+        if termed and inflight and time.monotonic() > deadline:
+            sys.exit("%d writes still unanswered 60 s after the SIGTERM" % len(inflight))
+        if termed and not inflight:
+            before = acked
+            break
     reap(pid)
     if busy == 0:
         sys.exit("nothing was in flight: not the interleaving to test")
@@ -147,6 +162,13 @@ if mode in ("flush", "fua"):
         if pre == len(before):
             sys.exit("control: every acknowledged write was on the disk "
                      "before the flush (write-back not in effect)")
+    elif mode == "term":
+        print("SIGTERM with %d writes acknowledged (%d of them on the disk "
+              "then) and %d in flight: %d acknowledged in all, %d failed" %
+              (at, pre, busy, len(acked), failed))
+        if pre == at:
+            sys.exit("control: every acknowledged write was on the disk "
+                     "before the SIGTERM (write-back not in effect)")
     else:
         pre = len(on_disk(disk, plain, data))
         print("kill -9 after %d acks (%d in flight): %d FUA; of the %d plain "
@@ -159,7 +181,8 @@ if mode in ("flush", "fua"):
         bad = sorted(set(before) - set(ok))
         sys.exit("%d of %d writes are not on %s after the %s and kill -9 "
                  "(first at offset %d)" % (len(bad), len(before), disk,
-                 "flush" if mode == "flush" else "FUA reply", bad[0] * SZ))
+                 {"flush": "flush", "fua": "FUA reply", "term": "SIGTERM"}[mode],
+                 bad[0] * SZ))
     print("all %d are on %s" % (len(before), disk))
 
 elif mode == "lost":
@@ -279,6 +302,10 @@ serve srv 10809 /dev/vda "${s1_args[@]}"
 step "(1c) FUA writes among plain ones, kill -9 after 96 acknowledgements"
 must dpy fua "$br_uri" "$(server_pid srv)" /dev/vda
 stop srv KILL
+serve srv 10809 /dev/vda "${s1_args[@]}"
+step "(1d) SIGTERM with 16 writes in flight: the RDMA clients stop before the cache's last write-back"
+must dpy term "$br_uri" "$(server_pid srv)" /dev/vda
+stop srv
 
 # ---- (2) acknowledged, unflushed, lost with the server: the bridge says so
 serve srv 10809 /dev/vda "${s1_args[@]}"
@@ -305,7 +332,9 @@ serve err 10809 /dev/vdb --filter=gmblock-rdma --filter=error -- \
     rdma-stats="$LAB_OUT/err.rdma-stats"
 must dpy errors "$br_uri" /dev/vdb
 must head -c 8M /dev/urandom >"$LAB_RUN/e.img"
-if nbdcopy "$LAB_RUN/e.img" "$br_uri" 2>"$LAB_OUT/nbdcopy-err.log"; then
+# One request in flight: nbdkit 1.32 aborts (assert in raw_send_socket)
+# when a client leaves with several of its replies still to send.
+if nbdcopy --connections=1 --requests=1 "$LAB_RUN/e.img" "$br_uri" 2>"$LAB_OUT/nbdcopy-err.log"; then
     fail "nbdcopy succeeded though half the server's writes failed"
 fi
 echo "nbdcopy failed, as it must: $(head -n 1 "$LAB_OUT/nbdcopy-err.log")"
