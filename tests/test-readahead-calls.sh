@@ -4,7 +4,7 @@
 # that logs every pread, cache and pwrite, as nbdkit's own readahead
 # test does.  Checked (tests/readahead-calls.py): sequential 4K reads
 # give aligned windows 64K, 128K, 256K, 512K, 1M, 1M that cover exactly
-# [64K, 3M); the plugin sees no read but the client's; 2000 random
+# [64K, 3M); the plugin sees no read but the client's; 500 random
 # reads give no prefetch; two interleaved streams are both prefetched;
 # a write inside a prefetched window makes its block prefetched again,
 # after the write, and one behind the reader does not.  The counters agree.
