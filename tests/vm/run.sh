@@ -5,7 +5,7 @@
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
-# 2700) bounds the whole lab, VM_CACHE moves the cache, LAB_KERNEL and
+# 3300) bounds the whole lab, VM_CACHE moves the cache, LAB_KERNEL and
 # LAB_PCI override every scenario's lab-kernel and lab-pci headers.
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/kernel.sh"
@@ -61,7 +61,7 @@ dataset_prepare
 # (make check runs it beside the host suites, which take about as long;
 # on the loaded 2-core machine the 28 scenarios took about 40 minutes):
 # each scenario gets at most what is left of LAB_BUDGET seconds.
-LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-2700}))
+LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-3300}))
 passed=0 failed=0 t0=$(date +%s)
 for n in $names; do
     if scenario_run "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
