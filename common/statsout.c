@@ -92,6 +92,8 @@ emit_lines (FILE *fp, void *opaque)
 {
   const struct gm_stats_out *s = opaque;
 
+  if (s->refresh)
+    s->refresh ();
   gm_counters_print (fp, s->prefix, s->c, s->n);
   if (s->extra)
     s->extra (fp, s->opaque);
@@ -330,6 +332,8 @@ gm_stats_print_prometheus (FILE *fp, const struct gm_stats_out *s)
   size_t size = 0;
   FILE *mem;
 
+  if (s->refresh)
+    s->refresh ();
   for (size_t i = 0; i < s->n; i++) {
     const char *name = s->c[i].name;
 

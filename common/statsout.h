@@ -38,6 +38,10 @@ struct gm_stats_out {
    */
   void (*extra) (FILE *fp, void *opaque);
   void *opaque;
+  /* May be NULL: brings counters kept elsewhere (a pool's) into the
+   * table before each output.  Same rules as extra.
+   */
+  void (*refresh) (void);
   const int *to_stderr;         /* the module's -D NAME.stats flag */
   void (*error) (const char *fmt, ...)
     __attribute__((format (printf, 1, 2)));
@@ -53,10 +57,11 @@ struct gm_stats_out {
 };
 
 #define GM_STATS_OUT(module_, prefix_, option_, table_, n_, extra_,     \
-                     flag_)                                             \
+                     flag_, ...)                                        \
   { .module = (module_), .prefix = (prefix_), .option = (option_),     \
     .c = (table_), .n = (n_), .extra = (extra_), .to_stderr = (flag_), \
-    .error = nbdkit_error, .absolute_path = nbdkit_absolute_path }
+    .error = nbdkit_error, .absolute_path = nbdkit_absolute_path,      \
+    __VA_ARGS__ }
 
 #define GM_STATS_MAX_INTERVAL 86400
 

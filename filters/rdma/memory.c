@@ -148,19 +148,32 @@ gm_rdma_memory_desc (void)
   return desc;
 }
 
+/* pool_waits: of the registered pool and, when staging, of the
+ * staging pool too (a request can wait for either).  The value stays
+ * after the pools are gone.
+ */
+void
+gm_rdma_memory_stats (void)
+{
+  struct gm_pool_stats ps, ss = { 0 };
+
+  if (gm_rdma_pool == NULL)
+    return;
+  gm_pool_get_stats (gm_rdma_pool, &ps);
+  if (send_pool)
+    gm_pool_get_stats (send_pool, &ss);
+  atomic_store (&gm_rdma_stats[RC_POOL_WAITS].value, ps.waits + ss.waits);
+}
+
 void
 gm_rdma_memory_free (void)
 {
-  struct gm_pool_stats ps;
-
   if (gm_rdma_pool_mr)
     ibv_dereg_mr (gm_rdma_pool_mr);
   gm_rdma_pool_mr = NULL;
-  if (gm_rdma_pool) {
-    gm_pool_get_stats (gm_rdma_pool, &ps);
-    atomic_store (&gm_rdma_stats[RC_POOL_WAITS].value, ps.waits);
+  gm_rdma_memory_stats ();
+  if (gm_rdma_pool)
     gm_pool_destroy (gm_rdma_pool);
-  }
   if (send_pool)
     gm_pool_destroy (send_pool);
   gm_rdma_pool = send_pool = NULL;

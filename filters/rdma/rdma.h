@@ -64,6 +64,7 @@ struct req;
 int gm_rdma_memory_setup (struct ibv_pd *pd, uint64_t size);
 int gm_rdma_memory_probe (nbdkit_backend *b);
 void gm_rdma_memory_free (void);
+void gm_rdma_memory_stats (void);
 const char *gm_rdma_memory_desc (void);
 void gm_rdma_mem_get (struct req *q);
 void gm_rdma_mem_get_len (struct req *q, size_t len);

@@ -84,4 +84,5 @@ overlap_lines (FILE *fp, void *opaque)
 
 struct gm_stats_out gm_rdma_stats_out =
   GM_STATS_OUT ("rdma", NAME, "rdma-stats", gm_rdma_stats, RC_COUNT,
-                overlap_lines, &gmblock_rdma_debug_stats);
+                overlap_lines, &gmblock_rdma_debug_stats,
+                .refresh = gm_rdma_memory_stats);
