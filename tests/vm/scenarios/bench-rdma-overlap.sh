@@ -63,7 +63,7 @@ wait "$lpid" || fail "ib_write_bw server failed (see link.server.log, link.log)"
 # #bytes #iterations BW_peak BW_average[MiB/s] MsgRate[Mpps]
 link=$(awk '$1 == 1048576 && NF >= 5 { print $4 }' "$LAB_OUT/link.log")
 [ -n "$link" ] || fail "no result from ib_write_bw (see link.log)"
-echo "{\"link_mibs\":$link}" | tee -a "$out"
+echo "{\"link_mibs\":$link,\"kernel\":\"$(uname -r)\"}" | tee -a "$out"
 
 bridge_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
 # ov NAME COUNTER: the filter's overlap_1M counter (or "null")
