@@ -127,9 +127,10 @@ for array, r in read_ratios.items():
                % (array.upper(), r, "yes" if r >= 1.0 else "no (within noise?)" if r >= 0.95 else "no"))
 out.append("")
 # What the figures mean, written by hand after a run (kept across runs).
+# results[-X].jsonl: NOTES[-X].md beside it.
 try:
-    out.append(open(sys.argv[1].rsplit("/", 1)[0] +
-                    ("/NOTES-sustained.md" if sustained else "/NOTES.md")).read())
+    d, f = os.path.split(sys.argv[1])
+    out.append(open(os.path.join(d, "NOTES" + f[len("results"):-len(".jsonl")] + ".md")).read())
 except FileNotFoundError:
     pass
 open(sys.argv[2], "w").write("\n".join(out) + "\n")

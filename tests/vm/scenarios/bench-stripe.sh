@@ -6,9 +6,13 @@
 #  - RAID5 (4 members, 64K chunks: 192K stripes): the first LAB_BENCH_MIB
 #    MiB read once (the blocks resident: no fills), then random 4K
 #    writes at QD16 for LAB_BENCH_SECS s, then a flush; and sequential
-#    1M writes over LAB_BENCH_MIB MiB, then a flush;
+#    1M writes over LAB_BENCH_SEQ_MIB MiB (default LAB_BENCH_MIB), then
+#    a flush;
 #  - RAID5, then RAID0 (4 members, 256K stripes): sequential reads at
-#    QD1 in stripe-sized requests from a fresh server.
+#    QD1 in stripe-sized requests from a fresh server, twice
+#    LAB_BENCH_SEQ_MIB MiB. (Its own size: the sequential tests span
+#    twice it, which a random region of e.g. 192 MiB would push past
+#    RAID5's ~288 MiB.)
 # Recorded per run: client bytes, seconds (writes: fio plus the flush),
 # sectors read and written on the members (/sys/block/vdX/stat) and the
 # cache's wb_ counters. TCG: only ratios and I/O counts mean anything.
@@ -17,11 +21,12 @@
 # rotating disk; 0: unthrottled): unthrottled, TCG serves a member read
 # from the host's page cache for nothing, and the reads md saves with
 # gmblock-stripe would save no time.
-# lab-timeout: 1500
+# lab-timeout: 3000
 # lab-bench: yes
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk nbd
 mib=${LAB_BENCH_MIB:-24}
+seqmib=${LAB_BENCH_SEQ_MIB:-$mib}
 secs=${LAB_BENCH_SECS:-15}
 runs=${LAB_BENCH_RUNS:-3}
 members="vda vdb vdc vdd"
@@ -101,7 +106,7 @@ writes() {      # writes ARRAY RUN WITH: random 4K QD16, then sequential 1M
     wmeasure randwrite4k "$@" 1 --iodepth=16 --rw=randwrite --bs=4k \
         --size="${mib}M" --time_based --runtime="$secs" --randrepeat=0
     wmeasure seqwrite1m "$@" 0 --iodepth=4 --rw=write --bs=1M \
-        --size="${mib}M" --offset="${mib}M"
+        --size="${seqmib}M" --offset="${seqmib}M"
 }
 
 reads() {       # reads ARRAY RUN WITH STRIPE_BYTES: sequential, QD1
@@ -110,7 +115,7 @@ reads() {       # reads ARRAY RUN WITH STRIPE_BYTES: sequential, QD1
     up "$n" "$w"
     io0=$(member_io) t0=$(now)
     must fio --name=read --filename=/dev/nbd0 --direct=1 --ioengine=libaio \
-        --iodepth=1 --rw=read --bs="$4" --size="$((mib * 2))M" \
+        --iodepth=1 --rw=read --bs="$4" --size="$((seqmib * 2))M" \
         --output-format=terse --terse-version=3 --output="$LAB_OUT/$n.fio"
     t1=$(now) io1=$(member_io)
     down "$n"
