@@ -52,7 +52,9 @@ out.append(f"Guest: Debian 6.1 kernel, 4 virtio disks of 96M {disks}, md RAID5 t
            "file=/dev/md0 cache-mode=writeback %s` (%s); "
            % (cache_args, "the cache is smaller than the region and flushed "
               "every second: the client waits for the write-back to the disks"
-              if sustained else "the write-back happens at the flush") +
+              if sustained else "the flusher's interval is longer than a run: the "
+              "write-back happens at the flush, or earlier when a quarter of "
+              "the cache is dirty") +
            "client: `nbd-client` on /dev/nbd0 and fio with direct I/O. "
            f"Medians of {runs} interleaved runs (the starting stack alternates); "
            "each figure is the stack with gmblock-stripe against the same stack "
