@@ -14,6 +14,9 @@
 # pieces (gmblock-stripe's chunks: 16 per 1M, one stream per member)
 # and whole (rdma-piece=0: read whole, then sent). Recorded per
 # measurement: bytes, seconds, the filter's overlap_1M counters.
+# LAB_BENCH_DELAY_MS=N puts each member behind dm-delay (reads N ms
+# later): disk time as latency rather than bandwidth.
+# LAB_BENCH_PARAMS: more server parameters (e.g. rdma-threads=16).
 # TCG + soft-RoCE: only ratios mean anything.
 # lab-timeout: 1200
 # lab-bench: yes
@@ -22,6 +25,9 @@
     [ -f "$LAB_REPO/plugins/gmblock-rdma/nbdkit-gmblock-rdma-plugin.so" ] ||
     fail "gmblock-rdma not built: run make at the top first"
 load virtio_blk md-mod raid0
+delay=${LAB_BENCH_DELAY_MS:-0}
+case $delay in *[!0-9]*) fail "LAB_BENCH_DELAY_MS=$delay: expected milliseconds (0: none)" ;; esac
+[ "$delay" -gt 0 ] && load dm-delay
 rxe_pair
 settings=(${LAB_BENCH_SETTINGS:-0.5 1 0})
 mib=${LAB_BENCH_MIB:-64}
@@ -38,7 +44,18 @@ letters=(a b c d e f g h i j k l m n o p)
 must head -c $((mib << 20)) /dev/urandom >"$LAB_RUN/ref.img"
 for i in "${!settings[@]}"; do
     m=()
-    for j in 0 1 2 3; do m+=(/dev/vd${letters[$((4 * i + j))]}); done
+    for j in 0 1 2 3; do
+        d=/dev/vd${letters[$((4 * i + j))]}
+        # LAB_BENCH_DELAY_MS: each member read takes that long more
+        # (dm-delay; writes undelayed), a disk whose time is latency
+        if [ "$delay" -gt 0 ]; then
+            must dmsetup create --noudevsync "gmdelay${d#/dev/}" --table \
+                "0 $(blockdev --getsz "$d") delay $d 0 $delay $d 0 0"
+            must dmsetup mknodes "gmdelay${d#/dev/}"   # no udev in the guest
+            d=/dev/mapper/gmdelay${d#/dev/}
+        fi
+        m+=("$d")
+    done
     step "md$i: RAID0 on ${m[*]} (array at ${settings[i]}x the link; 0: unthrottled)"
     must mdadm --create /dev/md$i --run --quiet --level=0 --raid-devices=4 --chunk=64 \
         --assume-clean "${m[@]}"
@@ -63,7 +80,7 @@ wait "$lpid" || fail "ib_write_bw server failed (see link.server.log, link.log)"
 # #bytes #iterations BW_peak BW_average[MiB/s] MsgRate[Mpps]
 link=$(awk '$1 == 1048576 && NF >= 5 { print $4 }' "$LAB_OUT/link.log")
 [ -n "$link" ] || fail "no result from ib_write_bw (see link.log)"
-echo "{\"link_mibs\":$link,\"kernel\":\"$(uname -r)\"}" | tee -a "$out"
+echo "{\"link_mibs\":$link,\"kernel\":\"$(uname -r)\",\"delay_ms\":$delay}" | tee -a "$out"
 
 bridge_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
 # ov NAME COUNTER: the filter's overlap_1M counter (or "null")
@@ -77,7 +94,7 @@ measure() {
     local r=$1 i=$2 qd=$3 mode=$4 n=s$2-qd$3-$4-$1 p=() t
     [ "$mode" = whole ] && p=(rdma-piece=0)
     serve "$n" 10809 /dev/md$i --filter=gmblock-rdma --filter=gmblock-stripe -- \
-        rdma=10.77.0.1 rdma-stats="$LAB_OUT/$n.rdma-stats" "${p[@]}"
+        rdma=10.77.0.1 rdma-stats="$LAB_OUT/$n.rdma-stats" "${p[@]}" ${LAB_BENCH_PARAMS:-}
     bridge br 10.77.0.1
     rm -f "$LAB_RUN/out.img"
     t=$(now_us)
