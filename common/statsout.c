@@ -10,9 +10,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
+#include "overlap.h"            /* gm_now_ns */
 #include "statsout.h"
 
 /* Each module is its own shared object with its own copy of this file,
@@ -115,8 +115,8 @@ summary_to_stderr (struct gm_stats_out *s)
   funlockfile (stderr);
 }
 
-/* Report a failing file once, and that it works again, rather than
- * every interval.
+/* Report a failing file once, not every interval, until a write
+ * succeeds again.
  */
 static void
 write_live (struct gm_stats_out *s)
@@ -134,10 +134,7 @@ write_live (struct gm_stats_out *s)
 static uint64_t
 now_ms (void)
 {
-  struct timespec t;
-
-  clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec * 1000ull + t.tv_nsec / 1000000;
+  return gm_now_ns () / 1000000;
 }
 
 static void *
