@@ -35,6 +35,10 @@ for v in 0 -1 soon 7200 nan NaN -nan inf -inf infinity 1e999 0x1p99 ""; do
     start_fails "wbi_$(echo "${v:-empty}" | tr -c 'a-zA-Z0-9\n' _)" 'gmblock-cache:' "writeback-interval=$v" '0.01 to 3600' \
         -- $c gmblock "$f" "writeback-interval=$v"
 done
+for v in -1 1.5 3601 later nan ""; do
+    start_fails "wbh_$(echo "${v:-empty}" | tr -c 'a-zA-Z0-9\n' _)" 'gmblock-cache:' "writeback-hold=$v" \
+        'whole seconds from 0 to 3600' -- $c gmblock "$f" "writeback-hold=$v"
+done
 start_fails huge 'gmblock-cache:' 'cache-hugepages=maybe' 'auto, on or off' \
     -- $c gmblock "$f" cache-hugepages=maybe
 # Not ours: the plugin names it.
@@ -43,7 +47,8 @@ start_fails unknown 'gmblock:' "unknown parameter 'foo'" -- $c gmblock "$f" foo=
 # Accepted edges: 16 blocks exactly, 4K and 16M blocks, a percentage.
 for opts in "cache-size=1M" "cache-size=64K cache-block-size=4K" \
             "cache-size=256M cache-block-size=16M" "cache-size=1%" \
-            "cache-mode=bypass cache-size=1K" "writeback-interval=0.01 cache-mode=writeback cache-size=1M"; do
+            "cache-mode=bypass cache-size=1K" "writeback-interval=0.01 cache-mode=writeback cache-size=1M" \
+            "writeback-hold=0 cache-mode=writeback cache-size=1M" "writeback-hold=3600"; do
     # shellcheck disable=SC2086
     start_server ok $c gmblock "$f" $opts
     nbdcopy "$(uri ok)" "$T/out.img" && cmp "$T/out.img" "$T/disk.img" || fail "$opts: data differs"

@@ -436,6 +436,7 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
   sl->state = S_VALID;
   if (!sl->dirty) {
     sl->dirty = true;
+    sl->dirtied = dirty_clock ();
     atomic_fetch_add (&tbl.ndirty, 1);
   }
   sl->excl = false;

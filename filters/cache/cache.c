@@ -24,6 +24,7 @@ struct cache_config cfg = {
   .size = DEFAULT_SIZE,
   .scan_bytes = 4u << 20,
   .flush_interval_ms = 1000,
+  .hold_s = 30,
   .hugepages = GM_HUGE_AUTO,
 };
 
@@ -115,6 +116,21 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     cfg.flush_interval_ms = s * 1000;
     return 0;
   }
+  if (strcmp (key, "writeback-hold") == 0) {
+    double s = 0;
+    why = NULL;
+    if (gm_parse_seconds (value, 0, 3600, &s, &why) == 0 &&
+        s != (unsigned) s)
+      why = "not a whole number";
+    if (why == NULL) {
+      cfg.hold_s = s;
+      return 0;
+    }
+    nbdkit_error (CNAME ": writeback-hold=%s: %s (expected whole seconds "
+                  "from 0 to 3600; 0 writes partial stripes at once)",
+                  value, why);
+    return -1;
+  }
   if (strcmp (key, "cache-hugepages") == 0) {
     if (gm_huge_mode_parse (value, &cfg.hugepages) == -1) {
       nbdkit_error (CNAME ": cache-hugepages=%s: expected auto, on or off",
@@ -179,6 +195,7 @@ cache_config_complete (nbdkit_next_config_complete *next,
   "adaptive-writes=around|back  Writes in adaptive mode (default around).\n" \
   "adaptive-scan=SIZE      Sequential run that counts as a scan (4M).\n" \
   "writeback-interval=SECS Background write-back period (1).\n" \
+  "writeback-hold=SECS     Parity RAID: partly dirty stripes wait (30).\n" \
   "cache-hugepages=auto|on|off  Backing of the cache memory (auto).\n" \
   "cache-stats=FILE        Write counters to FILE at exit.\n" \
   "cache-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."

@@ -41,6 +41,9 @@ struct cache_config {
   bool block_size_set;
   uint64_t scan_bytes;          /* adaptive: a run this long is a scan */
   unsigned flush_interval_ms;   /* background write-back period */
+  unsigned hold_s;              /* parity RAID: how long a background pass
+                                 * leaves a partly dirty stripe for its
+                                 * other blocks (0: never) */
   enum gm_huge_mode hugepages;
 };
 extern struct cache_config cfg;
@@ -78,6 +81,7 @@ struct slot {
   bool wb;                      /* a write-back of it is in flight */
   bool held_by_range;           /* excl taken by blocks_hold_range */
   uint16_t shared;              /* shared holds (copy-out, write-back) */
+  uint32_t dirtied;             /* when it last became dirty (dirty_clock) */
 };
 
 struct shard {
@@ -186,6 +190,8 @@ int lower_extents (nbdkit_next *next, uint32_t count, uint64_t off,
                    uint32_t flags, struct nbdkit_extents *extents, int *err);
 
 /* ---- writeback.c ---- */
+/* Seconds on the monotonic clock: when a block became dirty. */
+uint32_t dirty_clock (void);
 /* Write back one resident dirty slot.  Caller holds sh->lock; it is
  * dropped and retaken around the I/O.  Returns 0 or -1 with *err.
  */
@@ -200,7 +206,8 @@ int writeback_start (void);
  */
 void writeback_stop_flusher (void);
 void writeback_stop (void);
-void writeback_kick (void);
+/* After a write: wake the flusher if enough of the cache is dirty. */
+void writeback_note_dirty (void);
 
 /* ---- stripewb.c: write-back in whole RAID stripes ---- */
 struct stripe_wb {
@@ -210,6 +217,8 @@ struct stripe_wb {
   uint64_t unit;                /* whole stripes and whole blocks, bytes */
   uint32_t bpg;                 /* blocks per unit */
   uint32_t phase;               /* blocks of unit 0 before the export */
+  bool hold;                    /* parity is not known to be absent: partly
+                                 * dirty stripes are worth waiting for */
   char source[96];
 };
 extern struct stripe_wb swb;
@@ -220,6 +229,8 @@ extern struct stripe_wb swb;
 void stripe_wb_geometry (void);
 /* After blocks_init: the units and the gather buffers. */
 int stripe_wb_start (void);
+/* Unit u is whole stripes, all inside the export. */
+bool stripe_wb_unit_whole (uint64_t u);
 void stripe_wb_stop (void);
 uint64_t stripe_wb_unit_of (uint64_t b);
 /* Write back every dirty block of unit u (a pass). */
@@ -249,6 +260,7 @@ enum {
   CS_FLUSHES, CS_FUA, CS_TRIMS, CS_ZEROS, CS_INVALIDATIONS, CS_PREFETCHES,
   CS_MEMCPY_READ_BYTES, CS_MEMCPY_WRITE_BYTES, CS_ERRORS, CS_NO_SLOT,
   CS_WB_FULL_STRIPE, CS_WB_PARTIAL_STRIPE, CS_WB_MERGED, CS_WB_BLOCKS,
+  CS_WB_HELD, CS_WB_PRESSURE,
   CS_COUNT
 };
 extern struct gm_counter cstats[CS_COUNT];

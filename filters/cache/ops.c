@@ -130,9 +130,8 @@ cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
     }
   }
   gm_range_unlock (&wlocks, &rl);
-  if (r == 0 && cfg.writes_back &&
-      atomic_load (&tbl.ndirty) > tbl.nslots / 4)
-    writeback_kick ();
+  if (r == 0 && cfg.writes_back)
+    writeback_note_dirty ();
   return r;
 }
 

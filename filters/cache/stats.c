@@ -48,6 +48,8 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_WB_PARTIAL_STRIPE, "wb_partial_stripe_writes", "stripe write-back: writes of part of a stripe"),
   C (CS_WB_MERGED, "wb_merged_writes", "stripe write-back: writes carrying more than one block"),
   C (CS_WB_BLOCKS, "wb_blocks", "stripe write-back: blocks carried by those writes"),
+  C (CS_WB_HELD, "wb_partial_held", "stripe write-back: partly dirty stripes a background pass left for later"),
+  C (CS_WB_PRESSURE, "wb_pressure_passes", "stripe write-back: background passes that wrote partial stripes because the cache was nearly all dirty"),
 };
 
 static void

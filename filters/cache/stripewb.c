@@ -66,7 +66,7 @@ gcd (uint64_t a, uint64_t b)
 
 /* The geometry gmblock-stripe published (common/stripegeo.c). */
 static bool
-from_registry (uint64_t *width, uint64_t *offset)
+from_registry (uint64_t *width, uint64_t *offset, bool *parity)
 {
   struct gm_stripe g;
   char why[256];
@@ -78,6 +78,7 @@ from_registry (uint64_t *width, uint64_t *offset)
     return false;
   *width = gm_stripe_width (&g);
   *offset = g.offset;
+  *parity = g.parity > 0 || !g.parity_known;
   snprintf (swb.source, sizeof swb.source, "%.*s",
             (int) sizeof swb.source - 1, g.source);
   return true;
@@ -88,7 +89,11 @@ stripe_wb_geometry (void)
 {
   swb.width = 0;
   swb.offset = 0;
-  if (!from_registry (&swb.width, &swb.offset) &&
+  /* Without a word on parity (a preferred block size, io_opt), assume
+   * it may be there: holding a partly dirty stripe costs only time.
+   */
+  swb.hold = true;
+  if (!from_registry (&swb.width, &swb.offset, &swb.hold) &&
       lower.bpref > cfg.block_size) {
     swb.width = lower.bpref;
     snprintf (swb.source, sizeof swb.source, "preferred block size below");
@@ -303,11 +308,10 @@ unit_write_back (uint64_t u, uint64_t pre_b, uint32_t pre_s,
   bool evicting = pre_b != UINT64_MAX;
   uint64_t first, last, b;
   /* A unit cut by the end of the export is never a whole stripe. */
-  bool whole;
+  bool whole = stripe_wb_unit_whole (u);
   int r = 0, e = EIO;
 
   unit_blocks (u, &first, &last);
-  whole = last - first + 1 == swb.bpg && blk_len (last) == tbl.bs;
   for (b = first; b <= last; ) {
     uint32_t from = b - first;
     uint64_t busy = UINT64_MAX;
@@ -356,6 +360,15 @@ unit_write_back (uint64_t u, uint64_t pre_b, uint32_t pre_s,
     }
   }
   return r;
+}
+
+bool
+stripe_wb_unit_whole (uint64_t u)
+{
+  uint64_t first, last;
+
+  unit_blocks (u, &first, &last);
+  return last - first + 1 == swb.bpg && blk_len (last) == tbl.bs;
 }
 
 uint64_t

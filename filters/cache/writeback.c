@@ -14,6 +14,13 @@
  * then makes its own, so it covers every write acknowledged before it.
  * When the RAID stripe is known (stripewb.c), a pass works a stripe
  * unit at a time instead of a block at a time.
+ *
+ * On parity RAID the background flusher also waits for stripes: a
+ * partly dirty stripe written now costs the array a read-modify-write,
+ * and written once its other blocks are dirty too, none.  So its passes
+ * write whole dirty stripes and leave a partial one until its oldest
+ * block has been dirty writeback-hold seconds, or until the cache is
+ * nearly all dirty.  Flushes, FUA and shutdown still write everything.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -21,8 +28,15 @@
 #include <time.h>
 
 #include "cache.h"
+#include "overlap.h"
 
 #define WB_THREADS 8            /* parallel writers in a pass, incl. caller */
+
+uint32_t
+dirty_clock (void)
+{
+  return gm_now_ns () / 1000000000;
+}
 
 int
 slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err)
@@ -79,8 +93,19 @@ wb_one (struct shard *sh, uint32_t s, void *opaque)
 }
 
 /* ---- whole-cache passes ---- */
+/* Everything dirty (flush, shutdown), or only what is ripe: whole
+ * dirty stripes and stripes dirty long enough (the flusher's passes
+ * under a stripe held for parity).
+ */
+enum pass_kind { PASS_ALL, PASS_RIPE };
+
+struct pass_ent {
+  uint64_t blk;
+  uint32_t dirtied;
+};
 static pthread_mutex_t pass_lock = PTHREAD_MUTEX_INITIALIZER;
-static uint64_t *pass_blocks;
+static struct pass_ent *pass_ents;
+static uint64_t *pass_blocks;   /* what the pass writes: blocks, or units */
 static uint32_t pass_n;
 static _Atomic uint32_t pass_next;
 static struct wb_result pass_res;
@@ -99,10 +124,35 @@ static bool flusher_running;
 static pthread_cond_t fcond = PTHREAD_COND_INITIALIZER;
 
 static int
-cmp_u64 (const void *a, const void *b)
+cmp_ent (const void *a, const void *b)
 {
-  uint64_t x = *(const uint64_t *) a, y = *(const uint64_t *) b;
+  uint64_t x = ((const struct pass_ent *) a)->blk;
+  uint64_t y = ((const struct pass_ent *) b)->blk;
   return x < y ? -1 : x > y;
+}
+
+/* The units of the sorted dirty blocks ents[0, n) that the pass writes. */
+static void
+pick_units (const struct pass_ent *ents, uint32_t n, enum pass_kind kind)
+{
+  uint32_t now = dirty_clock (), held = 0;
+
+  pass_n = 0;
+  for (uint32_t i = 0, j; i < n; i = j) {
+    uint64_t u = stripe_wb_unit_of (ents[i].blk);
+    uint32_t oldest = ents[i].dirtied;
+    for (j = i + 1; j < n && stripe_wb_unit_of (ents[j].blk) == u; j++)
+      if ((int32_t) (ents[j].dirtied - oldest) < 0)
+        oldest = ents[j].dirtied;
+    if (kind == PASS_ALL ||
+        (j - i == swb.bpg && stripe_wb_unit_whole (u)) ||
+        now - oldest >= cfg.hold_s)
+      pass_blocks[pass_n++] = u;
+    else
+      held++;
+  }
+  if (held)
+    CCOUNT (CS_WB_HELD, held);
 }
 
 static void
@@ -140,31 +190,30 @@ helper_main (void *arg)
   return NULL;
 }
 
-/* Write back everything dirty in the cache.  Returns 0 or -1, *err. */
+/* Write back what is dirty in the cache (kind).  Returns 0 or -1, *err. */
 static int
-writeback_all (int *err)
+writeback_all (enum pass_kind kind, int *err)
 {
+  uint32_t n = 0;
   int e;
 
   pthread_mutex_lock (&pass_lock);
-  pass_n = 0;
   for (uint32_t k = 0; k < tbl.nshards; k++) {
     struct shard *sh = &tbl.shards[k];
     pthread_mutex_lock (&sh->lock);
     for (uint32_t s = sh->base; s < sh->base + sh->nslots; s++)
       if (tbl.slots[s].dirty || tbl.slots[s].wb)
-        pass_blocks[pass_n++] = tbl.slots[s].blk;
+        pass_ents[n++] = (struct pass_ent) { tbl.slots[s].blk,
+                                             tbl.slots[s].dirtied };
     pthread_mutex_unlock (&sh->lock);
   }
-  qsort (pass_blocks, pass_n, sizeof *pass_blocks, cmp_u64);
-  if (swb.on) {
+  qsort (pass_ents, n, sizeof *pass_ents, cmp_ent);
+  if (swb.on)
     /* Work a stripe unit at a time: the sorted blocks become units. */
-    uint32_t n = 0;
-    for (uint32_t i = 0; i < pass_n; i++) {
-      uint64_t u = stripe_wb_unit_of (pass_blocks[i]);
-      if (n == 0 || pass_blocks[n - 1] != u)
-        pass_blocks[n++] = u;
-    }
+    pick_units (pass_ents, n, kind);
+  else {
+    for (uint32_t i = 0; i < n; i++)
+      pass_blocks[i] = pass_ents[i].blk;
     pass_n = n;
   }
   atomic_store (&pass_next, 0);
@@ -201,7 +250,7 @@ writeback_range (uint64_t b0, uint64_t b1, int *err)
   if (tbl.slots == NULL)
     return 0;
   if (b0 == 0 && b1 == UINT64_MAX)
-    return writeback_all (err);
+    return writeback_all (PASS_ALL, err);
   visit_range (b0, b1, wb_one, &res);
   if (res.err) {
     *err = res.err;
@@ -211,10 +260,38 @@ writeback_range (uint64_t b0, uint64_t b1, int *err)
 }
 
 /* The background flusher: every flush interval, or sooner when writers
- * say a quarter of the cache is dirty, write back everything dirty.
- * It keeps clean blocks available for eviction and bounds what an
- * unsafe-mode crash can lose.
+ * say enough of the cache is dirty (kick_at: a quarter, or more after a
+ * pass that left stripes waiting), write back what is dirty.  It keeps
+ * clean blocks available for eviction and bounds what an unsafe-mode
+ * crash can lose.
  */
+static _Atomic uint32_t kick_at;
+
+static uint32_t
+kick_base (void)
+{
+  return tbl.nslots / 4;
+}
+
+/* Above this many dirty blocks, partial stripes are written too. */
+static uint32_t
+pressure_level (void)
+{
+  return tbl.nslots - tbl.nslots / 8;
+}
+
+static enum pass_kind
+background_kind (void)
+{
+  if (!swb.on || !swb.hold || cfg.hold_s == 0)
+    return PASS_ALL;
+  if (atomic_load (&tbl.ndirty) > pressure_level ()) {
+    CCOUNT (CS_WB_PRESSURE, 1);
+    return PASS_ALL;
+  }
+  return PASS_RIPE;
+}
+
 static void *
 flusher_main (void *arg)
 {
@@ -235,10 +312,21 @@ flusher_main (void *arg)
       break;
     pthread_mutex_unlock (&hlock);
     if (atomic_load (&tbl.ndirty) > 0) {
+      enum pass_kind kind = background_kind ();
+      uint64_t left;
       int err;
-      if (writeback_all (&err) == -1)
+      if (writeback_all (kind, &err) == -1)
         nbdkit_debug (CNAME ": background write-back failed: %s "
                       "(the blocks stay dirty)", strerror (err));
+      /* Stripes left waiting must not make every write kick again:
+       * the next kick comes once a sixteenth more of the cache is dirty.
+       */
+      left = atomic_load (&tbl.ndirty) + tbl.nslots / 16;
+      if (kind == PASS_ALL || left <= kick_base ())
+        atomic_store (&kick_at, kick_base ());
+      else
+        atomic_store (&kick_at, left < pressure_level () ? left
+                      : pressure_level ());
     }
     pthread_mutex_lock (&hlock);
   }
@@ -246,7 +334,7 @@ flusher_main (void *arg)
   return NULL;
 }
 
-void
+static void
 writeback_kick (void)
 {
   pthread_mutex_lock (&hlock);
@@ -255,13 +343,22 @@ writeback_kick (void)
   pthread_mutex_unlock (&hlock);
 }
 
+void
+writeback_note_dirty (void)
+{
+  if (atomic_load (&tbl.ndirty) > atomic_load (&kick_at))
+    writeback_kick ();
+}
+
 int
 writeback_start (void)
 {
   int e;
 
   pass_blocks = malloc (sizeof *pass_blocks * (tbl.nslots ? tbl.nslots : 1));
-  if (pass_blocks == NULL) {
+  pass_ents = malloc (sizeof *pass_ents * (tbl.nslots ? tbl.nslots : 1));
+  atomic_store (&kick_at, kick_base ());
+  if (pass_blocks == NULL || pass_ents == NULL) {
     nbdkit_error (CNAME ": out of memory");
     return -1;
   }
@@ -304,6 +401,8 @@ writeback_stop (void)
     pthread_join (helpers[i], NULL);
   nhelpers = 0;
   free (pass_blocks);
+  free (pass_ents);
   pass_blocks = NULL;
+  pass_ents = NULL;
   stripe_wb_stop ();
 }
