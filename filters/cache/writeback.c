@@ -17,10 +17,13 @@
  *
  * On parity RAID the background flusher also waits for stripes: a
  * partly dirty stripe written now costs the array a read-modify-write,
- * and written once its other blocks are dirty too, none.  So its passes
- * write whole dirty stripes and leave a partial one until its oldest
- * block has been dirty writeback-hold seconds, or until the cache is
- * nearly all dirty.  Flushes, FUA and shutdown still write everything.
+ * and written once its other blocks are dirty too, none; a whole one
+ * written early is written again if it is dirtied again.  So writers
+ * wake the flusher only when three quarters of the cache are dirty
+ * (not one quarter), and its passes write whole dirty stripes and leave
+ * a partial one until its oldest block has been dirty writeback-hold
+ * seconds, or until the cache is nearly all dirty.  Flushes, FUA and
+ * shutdown still write everything.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -260,17 +263,23 @@ writeback_range (uint64_t b0, uint64_t b1, int *err)
 }
 
 /* The background flusher: every flush interval, or sooner when writers
- * say enough of the cache is dirty (kick_at: a quarter, or more after a
- * pass that left stripes waiting), write back what is dirty.  It keeps
- * clean blocks available for eviction and bounds what an unsafe-mode
- * crash can lose.
+ * say enough of the cache is dirty (kick_at: a quarter, three quarters
+ * when stripes are held, or more after a pass that left stripes
+ * waiting), write back what is dirty.  It keeps clean blocks available
+ * for eviction and bounds what an unsafe-mode crash can lose.
  */
 static _Atomic uint32_t kick_at;
+
+static bool
+holding (void)
+{
+  return swb.on && swb.hold && cfg.hold_s > 0;
+}
 
 static uint32_t
 kick_base (void)
 {
-  return tbl.nslots / 4;
+  return holding () ? tbl.nslots - tbl.nslots / 4 : tbl.nslots / 4;
 }
 
 /* Above this many dirty blocks, partial stripes are written too. */
@@ -283,7 +292,7 @@ pressure_level (void)
 static enum pass_kind
 background_kind (void)
 {
-  if (!swb.on || !swb.hold || cfg.hold_s == 0)
+  if (!holding ())
     return PASS_ALL;
   if (atomic_load (&tbl.ndirty) > pressure_level ()) {
     CCOUNT (CS_WB_PRESSURE, 1);
