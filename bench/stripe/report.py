@@ -54,7 +54,9 @@ out.append(f"Guest: Debian 6.1 kernel, 4 virtio disks of 96M {disks}, md RAID5 t
               "every second: the client waits for the write-back to the disks"
               if sustained else "the flusher's interval is longer than a run: the "
               "write-back happens at the flush, or earlier when a quarter of "
-              "the cache is dirty") +
+              "the cache is dirty; with gmblock-stripe on RAID5, when three "
+              "quarters are, whole stripes first: see gmblock-cache's "
+              "`writeback-hold`") +
            "client: `nbd-client` on /dev/nbd0 and fio with direct I/O. "
            f"Medians of {runs} interleaved runs (the starting stack alternates); "
            "each figure is the stack with gmblock-stripe against the same stack "
