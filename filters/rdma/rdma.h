@@ -85,8 +85,8 @@ struct req {
   void *sbuf;                   /* what the NIC uses: buf, or staging */
   size_t buflen;
   unsigned npieces, nstreams;
-  unsigned next_stream;         /* next stream a worker may claim */
-  unsigned streams_left;        /* the worker ending the last replies */
+  unsigned next_piece;          /* next piece a worker may claim */
+  unsigned pieces_left;         /* the worker ending the last replies */
   struct gm_stripe_piece piece[MAX_PIECES]; /* read, then RDMA-WRITten */
   bool rread_done, rread_ok;    /* WRITE: the RDMA READ's completion */
   uint64_t t0;                  /* taken from its receive */

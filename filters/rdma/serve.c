@@ -8,13 +8,17 @@
  * serve the requests through the client's context on the stack below.
  *
  * A READ is cut into pieces (rdma-piece=, or the stripe chunks that
- * gmblock-stripe publishes, grouped into one stream per data disk).
- * Workers claim streams; each piece is RDMA-WRITten to the client the
- * moment its read returns, in whatever order the pieces land, and the
- * worker that ends the last stream posts the reply behind them on the
- * same queue pair, so it cannot overtake the data.  The worker that
- * starts a request keeps claiming its streams until none is left, so
- * a request never waits for an idle worker to progress.
+ * gmblock-stripe publishes: one stream per data disk).  Workers claim
+ * pieces in buffer order, which on a stripe takes each data disk in
+ * turn, so every member has a read at once, and with more workers than
+ * members, the next ones queued behind it (a member's reads one after
+ * another would each pay its latency alone).  Each piece is
+ * RDMA-WRITten to the client the moment its read returns, in whatever
+ * order the pieces land, and the worker that ends the last piece posts
+ * the reply behind them on the same queue pair, so it cannot overtake
+ * the data.  The worker that starts a request keeps claiming its
+ * pieces until none is left, so a request never waits for an idle
+ * worker to progress.
  *
  * Nothing is allocated per request: a client has 'credits' request
  * slots, and buffers come from the shared registered pool.
@@ -190,42 +194,38 @@ finish (struct client *c, struct req *q)
   }
 }
 
-/* Read stream s of q's pieces, sending each as it lands. */
+/* Read piece p of q and send it as it lands (unless another piece
+ * failed); the last piece to end posts the reply.
+ */
 static void
-run_stream (struct client *c, struct req *q, unsigned s)
+run_piece (struct client *c, struct req *q, unsigned p)
 {
   nbdkit_next *next = c->next;
-  unsigned idx = req_index (c, q), left;
+  struct gm_stripe_piece *pc = &q->piece[p];
+  unsigned left;
+  int err, r;
 
-  for (unsigned p = 0; p < q->npieces; p++) {
-    struct gm_stripe_piece *pc = &q->piece[p];
-    int err = 0, r;
-
-    if (pc->stream != s)
-      continue;
-    pthread_mutex_lock (&c->lock);
-    err = q->error;
-    pthread_mutex_unlock (&c->lock);
-    if (err)                    /* another stream failed: stop early */
-      break;
+  pthread_mutex_lock (&c->lock);
+  err = q->error;
+  pthread_mutex_unlock (&c->lock);
+  if (err == 0) {
     q->disk[p].start = gm_now_ns ();
     r = next->pread (next, (uint8_t *) q->buf + pc->off, pc->len,
                      q->r.offset + pc->off, 0, &err);
     q->disk[p].end = gm_now_ns ();
-    if (r == -1) {
+    if (r == -1)
       set_error (c, q, err);
-      break;
-    }
-    gm_rdma_mem_stage (q, pc->off, pc->len, true);
-    q->net[p].start = gm_now_ns ();
-    if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
-                   WR_DATA | (uint64_t) idx << 8 | p, pc->off, pc->len)) {
-      set_error (c, q, EIO);
-      break;
+    else {
+      gm_rdma_mem_stage (q, pc->off, pc->len, true);
+      q->net[p].start = gm_now_ns ();
+      if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
+                     WR_DATA | (uint64_t) req_index (c, q) << 8 | p,
+                     pc->off, pc->len))
+        set_error (c, q, EIO);
     }
   }
   pthread_mutex_lock (&c->lock);
-  left = --q->streams_left;
+  left = --q->pieces_left;
   pthread_mutex_unlock (&c->lock);
   if (left == 0)
     finish (c, q);
@@ -371,23 +371,23 @@ begin (struct client *c, struct req *q)
   case GM_RP_READ:
     plan_read (q);
     pthread_mutex_lock (&c->lock);
-    q->next_stream = 1;
-    q->streams_left = q->nstreams;
+    q->next_piece = 1;
+    q->pieces_left = q->npieces;
     q->state = RQ_ACTIVE;
-    if (q->nstreams > 1)
+    if (q->npieces > 1)
       pthread_cond_broadcast (&c->work);
     pthread_mutex_unlock (&c->lock);
-    /* Stream 0, then help with the others. */
-    run_stream (c, q, 0);
+    /* Piece 0, then help with the others. */
+    run_piece (c, q, 0);
     for (;;) {
-      unsigned s;
+      unsigned p;
       pthread_mutex_lock (&c->lock);
-      s = q->state == RQ_ACTIVE && q->next_stream < q->nstreams
-        ? q->next_stream++ : 0;
+      p = q->state == RQ_ACTIVE && q->next_piece < q->npieces
+        ? q->next_piece++ : 0;
       pthread_mutex_unlock (&c->lock);
-      if (s == 0)
+      if (p == 0)
         return;
-      run_stream (c, q, s);
+      run_piece (c, q, p);
     }
   case GM_RP_WRITE:
     serve_write (c, q, fl);
@@ -434,13 +434,13 @@ worker_run (void *arg)
 
     for (unsigned i = 0; i < c->rp.lim.credits && !help; i++) {
       struct req *q = &c->reqs[i];
-      if (q->state == RQ_ACTIVE && q->next_stream < q->nstreams)
+      if (q->state == RQ_ACTIVE && q->next_piece < q->npieces)
         help = q;
     }
     if (help) {
-      unsigned s = help->next_stream++;
+      unsigned p = help->next_piece++;
       pthread_mutex_unlock (&c->lock);
-      run_stream (c, help, s);
+      run_piece (c, help, p);
       pthread_mutex_lock (&c->lock);
     }
     else if (c->qlen) {
