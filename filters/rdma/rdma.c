@@ -38,7 +38,7 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
 #define MAX_POOL (4ull << 30)
 #define MAX_REQUEST (1u << 20)  /* largest READ/WRITE offered */
 #define CREDITS 16              /* offered per client at most */
-#define DEFAULT_THREADS 4
+#define DEFAULT_THREADS 8        /* two piece reads per member of a 4-disk array */
 #define MAX_THREADS 64
 #define DEFAULT_PIECE (256u << 10)
 
@@ -207,7 +207,7 @@ rdma_config_complete (nbdkit_next_config_complete *next,
 #define RDMA_CONFIG_HELP \
   "rdma=ADDR[:PORT]        Listen for RDMA clients there (port 10810).\n" \
   "rdma-pool=SIZE          Registered buffer pool shared by RDMA clients (32M).\n" \
-  "rdma-threads=N          Request workers per RDMA client (4).\n" \
+  "rdma-threads=N          Request workers per RDMA client (8).\n" \
   "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
   "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \
   "rdma-pool-fallback=stage|refuse  If the NIC cannot register it (stage).\n" \
