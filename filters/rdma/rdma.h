@@ -84,7 +84,7 @@ struct req {
   void *buf;                    /* from the pool while it is served */
   void *sbuf;                   /* what the NIC uses: buf, or staging */
   size_t buflen;
-  unsigned npieces, nstreams;
+  unsigned npieces;
   unsigned next_piece;          /* next piece a worker may claim */
   unsigned pieces_left;         /* the worker ending the last replies */
   struct gm_stripe_piece piece[MAX_PIECES]; /* read, then RDMA-WRITten */

@@ -231,8 +231,8 @@ run_piece (struct client *c, struct req *q, unsigned p)
     finish (c, q);
 }
 
-/* Cut q (a READ) into pieces and streams: gmblock-stripe's layout, or
- * fixed pieces each its own stream.
+/* Cut q (a READ) into pieces: gmblock-stripe's chunks (buffer order
+ * takes each data disk in turn), or fixed pieces.
  */
 static void
 plan_read (struct req *q)
@@ -242,17 +242,17 @@ plan_read (struct req *q)
     .data_disks = gm_rdma_set.streams ? gm_rdma_set.streams : MAX_PIECES,
     .offset = gm_rdma_set.streams ? gm_rdma_set.stripe_offset : 0,
   };
-  unsigned n;
+  unsigned n, nstreams;
 
   if (gm_rdma_set.serial || g.chunk == 0 || q->r.length <= g.chunk) {
     q->piece[0] = (struct gm_stripe_piece) { 0, q->r.length, 0 };
-    q->npieces = q->nstreams = 1;
+    q->npieces = 1;
     return;
   }
-  /* Too many pieces: bigger ones (then a piece spans data disks, and
-   * each is its own stream). */
+  /* Too many pieces: bigger ones (then a piece spans data disks).
+   * Workers claim pieces, not streams, so the stream count is unused. */
   while ((n = gm_stripe_layout (&g, q->r.offset, q->r.length, q->piece,
-                                MAX_PIECES, &q->nstreams)) == 0) {
+                                MAX_PIECES, &nstreams)) == 0) {
     g.chunk *= 2;
     g.data_disks = MAX_PIECES;
     g.offset = 0;
