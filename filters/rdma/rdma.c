@@ -32,6 +32,7 @@
 #include "topology.h"
 
 GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
+GM_DEBUG_FLAG (gmblock_rdma_debug_trace, "gmblock-rdma_debug_trace");
 
 #define DEFAULT_POOL (32u << 20)
 #define MIN_POOL (1u << 20)

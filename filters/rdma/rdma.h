@@ -133,6 +133,7 @@ void gm_rdma_client_release (struct client *c); /* its serve.c parts */
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);
 extern int gmblock_rdma_debug_stats;
+extern int gmblock_rdma_debug_trace;
 extern struct gm_stats_out gm_rdma_stats_out;
 
 #endif /* GMBLOCK_RDMA_FILTER_H */

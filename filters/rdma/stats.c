@@ -40,6 +40,28 @@ static struct {
   _Atomic uint64_t requests, total_ns, disk_ns, net_ns, both_ns;
 } bucket[NBUCKETS];
 
+/* -D gmblock-rdma.trace=1: one debug line per READ with each piece's
+ * read and send, in microseconds from the request's receive, to see
+ * where a request's time goes (bench/rdma/overlap).
+ */
+static void
+trace (const struct req *q, uint64_t t_end)
+{
+  char line[16 * 48 + 64];
+  size_t n = 0;
+
+#define US(t) ((t) > q->t0 ? ((t) - q->t0) / 1000 : 0)
+  n += snprintf (line, sizeof line, "off %" PRIu64 " len %" PRIu32
+                 " end %" PRIu64, q->r.offset, q->r.length, US (t_end));
+  for (unsigned i = 0; i < q->npieces && n < sizeof line; i++)
+    n += snprintf (line + n, sizeof line - n,
+                   " | %u disk %" PRIu64 "-%" PRIu64 " net %" PRIu64
+                   "-%" PRIu64, i, US (q->disk[i].start), US (q->disk[i].end),
+                   US (q->net[i].start), US (q->net[i].end));
+#undef US
+  nbdkit_debug (NAME ": trace: %s", line);
+}
+
 void
 gm_rdma_overlap_add (const struct req *q, uint64_t t_end)
 {
@@ -57,6 +79,8 @@ gm_rdma_overlap_add (const struct req *q, uint64_t t_end)
   bucket[b].both_ns += gm_overlap_ns (d, np, n, np);
   bucket[b].disk_ns += gm_union_ns (d, np);
   bucket[b].net_ns += gm_union_ns (n, np);
+  if (gmblock_rdma_debug_trace)
+    trace (q, t_end);
 }
 
 /* "overlap_1M 0.634" and its parts, per size seen. */

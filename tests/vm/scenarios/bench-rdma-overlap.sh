@@ -17,6 +17,8 @@
 # LAB_BENCH_DELAY_MS=N puts each member behind dm-delay (reads N ms
 # later): disk time as latency rather than bandwidth.
 # LAB_BENCH_PARAMS: more server parameters (e.g. rdma-threads=16).
+# LAB_BENCH_NBDKIT_OPTS: more nbdkit options for the server (e.g.
+# "-v -D gmblock-rdma.trace=1": each READ's piece times in its log).
 # TCG + soft-RoCE: only ratios mean anything.
 # lab-timeout: 1200
 # lab-bench: yes
@@ -93,7 +95,8 @@ ov() {
 measure() {
     local r=$1 i=$2 qd=$3 mode=$4 n=s$2-qd$3-$4-$1 p=() t
     [ "$mode" = whole ] && p=(rdma-piece=0)
-    serve "$n" 10809 /dev/md$i --filter=gmblock-rdma --filter=gmblock-stripe -- \
+    serve "$n" 10809 /dev/md$i --filter=gmblock-rdma --filter=gmblock-stripe \
+        ${LAB_BENCH_NBDKIT_OPTS:-} -- \
         rdma=10.77.0.1 rdma-stats="$LAB_OUT/$n.rdma-stats" "${p[@]}" ${LAB_BENCH_PARAMS:-}
     bridge br 10.77.0.1
     rm -f "$LAB_RUN/out.img"

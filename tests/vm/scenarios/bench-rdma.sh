@@ -16,7 +16,8 @@
 # filled with fio's data first): sequential read in 64K, 256K, 1M and
 # 4M requests at QD LAB_BENCH_SEQ_QD, random 4K reads at QD1 and QD32.
 # Per repetition every target runs every workload; the order of targets
-# rotates with the repetition. Recorded per measurement: bytes, seconds,
+# rotates with the repetition. LAB_BENCH_PARAMS: more parameters for
+# the gmblock server (both transports). Recorded per measurement: bytes, seconds,
 # the CPU ticks of the server, the bridge, the kernel threads and the
 # guest's irq+softirq time, and the copy and overlap counters.
 # TCG + soft-RoCE: only ratios mean anything.
@@ -131,7 +132,7 @@ record() {
 m_gmblock() {
     local r=$1 wl=$2 rw=$3 bs=$4 qd=$5 t=$6 n=$6-$2-$1 uri s0 s1 bpid= ov
     serve "$n" "$addr:10809" /dev/md0 --filter=gmblock-rdma --filter=gmblock-stripe -- \
-        rdma=$addr rdma-stats="$LAB_OUT/$n.rdma-stats"
+        rdma=$addr rdma-stats="$LAB_OUT/$n.rdma-stats" ${LAB_BENCH_PARAMS:-}
     mark
     uri=nbd://$addr:10809
     if [ "$t" = rdma ]; then
