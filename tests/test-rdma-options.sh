@@ -26,6 +26,7 @@ start_fails piece_odd 'rdma-piece=3000' 'power of two from 4K to 1M' -- "${f[@]}
 start_fails piece_small 'rdma-piece=2K' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=2K
 start_fails piece_big 'rdma-piece=2M' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=2M
 start_fails piece_word 'rdma-piece=big' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=big
+start_fails split_bad 'rdma-split=sometimes: expected alone .* or always' -- "${f[@]}" rdma=10.0.0.1 rdma-split=sometimes
 start_fails mem_word 'rdma-pool-memory=gpu' 'host, p2pmem, p2pmem:auto or p2pmem:BDF' -- "${f[@]}" rdma=10.0.0.1 rdma-pool-memory=gpu
 start_fails mem_bdf 'rdma-pool-memory=p2pmem:zz:00.0' 'PCI address' -- "${f[@]}" rdma=10.0.0.1 rdma-pool-memory=p2pmem:zz:00.0
 start_fails fallback_word 'rdma-pool-fallback=maybe' 'stage or refuse' -- "${f[@]}" rdma=10.0.0.1 rdma-pool-fallback=maybe

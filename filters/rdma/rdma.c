@@ -124,6 +124,19 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     piece_set = true;
     return 0;
   }
+  if (strcmp (key, "rdma-split") == 0) {
+    if (strcmp (value, "alone") == 0)
+      gm_rdma_set.split_always = false;
+    else if (strcmp (value, "always") == 0)
+      gm_rdma_set.split_always = true;
+    else {
+      nbdkit_error (NAME ": rdma-split=%s: expected alone (split a READ "
+                    "only while it is its client's one request in service) "
+                    "or always", value);
+      return -1;
+    }
+    return 0;
+  }
   if (strcmp (key, "rdma-pool-memory") == 0) {
     if (strcmp (value, "host") == 0)
       gm_rdma_set.pool_device = false;
@@ -210,6 +223,7 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   "rdma-pool=SIZE          Registered buffer pool shared by RDMA clients (32M).\n" \
   "rdma-threads=N          Request workers per RDMA client (8).\n" \
   "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
+  "rdma-split=alone|always Split a READ only when alone in service (alone).\n" \
   "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \
   "rdma-pool-fallback=stage|refuse  If the NIC cannot register it (stage).\n" \
   "rdma-stats=FILE         Write counters to FILE at exit.\n" \
@@ -580,12 +594,13 @@ rdma_after_fork (nbdkit_backend *b)
   listener_started = true;
   freeaddrinfo (ai);
   nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %zu bytes of %s, "
-                "%u workers per client, pieces of %u bytes%s",
+                "%u workers per client, pieces of %u bytes (%s)%s",
                 listen_addr.host, listen_addr.port,
                 ibv_get_device_name (listen_id->verbs->device),
                 gm_rdma_pool->mem.len, gm_rdma_memory_desc (),
                 gm_rdma_set.serial ? 1 : gm_rdma_set.threads,
                 gm_rdma_set.piece,
+                gm_rdma_set.split_always ? "every READ" : "READs alone",
                 gm_rdma_set.streams ? ", one stream per stripe data disk" : "");
   return 0;
 

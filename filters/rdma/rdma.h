@@ -35,7 +35,8 @@ enum {
   RC_CLIENTS, RC_REFUSED, RC_DROPPED, RC_PROTO_ERRORS, RC_REQUESTS,
   RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
-  RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS, RC_COUNT
+  RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS,
+  RC_WHOLE_BUSY, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -48,6 +49,7 @@ struct rdma_settings {
                                  * by chunk column; 0: a stream a piece */
   uint64_t stripe_offset;       /* where the export starts in the array */
   bool serial;                  /* the stack below serialises requests */
+  bool split_always;            /* rdma-split=always, else only alone */
   bool pool_device;             /* rdma-pool-memory=p2pmem[:BDF] */
   bool pool_stage;              /* rdma-pool-fallback=stage */
   char pool_bdf[16];            /* "" = auto */

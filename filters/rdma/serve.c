@@ -20,6 +20,12 @@
  * pieces until none is left, so a request never waits for an idle
  * worker to progress.
  *
+ * Pieces pay off when a READ is alone: then its disk time and its
+ * network time can only overlap inside it.  With other requests of
+ * the client in service, those already keep disk and network busy at
+ * once, and pieces only add reads, sends and completions (CPU), so by
+ * default (rdma-split=alone) such a READ is read whole.
+ *
  * Nothing is allocated per request: a client has 'credits' request
  * slots, and buffers come from the shared registered pool.
  */
@@ -231,11 +237,25 @@ run_piece (struct client *c, struct req *q, unsigned p)
     finish (c, q);
 }
 
+/* Does the client have requests in service besides q?  Under c->lock. */
+static bool
+others_in_service (struct client *c, struct req *q)
+{
+  if (c->qlen || c->ndeferred)
+    return true;
+  for (unsigned i = 0; i < c->rp.lim.credits; i++)
+    if (&c->reqs[i] != q && (c->reqs[i].state == RQ_SETUP ||
+                             c->reqs[i].state == RQ_ACTIVE))
+      return true;
+  return false;
+}
+
 /* Cut q (a READ) into pieces: gmblock-stripe's chunks (buffer order
- * takes each data disk in turn), or fixed pieces.
+ * takes each data disk in turn), or fixed pieces; whole when it is
+ * small, or 'busy' (others in service) and rdma-split=alone.
  */
 static void
-plan_read (struct req *q)
+plan_read (struct req *q, bool busy)
 {
   struct gm_stripe g = {
     .chunk = gm_rdma_set.piece,
@@ -244,9 +264,12 @@ plan_read (struct req *q)
   };
   unsigned n, nstreams;
 
-  if (gm_rdma_set.serial || g.chunk == 0 || q->r.length <= g.chunk) {
+  if (gm_rdma_set.serial || g.chunk == 0 || q->r.length <= g.chunk ||
+      (busy && !gm_rdma_set.split_always)) {
     q->piece[0] = (struct gm_stripe_piece) { 0, q->r.length, 0 };
     q->npieces = 1;
+    if (busy && g.chunk && q->r.length > g.chunk && !gm_rdma_set.serial)
+      COUNT (RC_WHOLE_BUSY, 1);
     return;
   }
   /* Too many pieces: bigger ones (then a piece spans data disks).
@@ -369,8 +392,8 @@ begin (struct client *c, struct req *q)
     gm_rdma_mem_get (q);
   switch (q->r.op) {
   case GM_RP_READ:
-    plan_read (q);
     pthread_mutex_lock (&c->lock);
+    plan_read (q, others_in_service (c, q));
     q->next_piece = 1;
     q->pieces_left = q->npieces;
     q->state = RQ_ACTIVE;

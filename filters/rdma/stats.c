@@ -28,6 +28,7 @@ struct gm_counter gm_rdma_stats[RC_COUNT] = {
   GM_COUNTER (RC_POOL_WAITS, "pool_waits", "requests that waited for pool memory"),
   GM_COUNTER (RC_SPLIT_READS, "split_reads", "READs sent in pieces as they landed"),
   GM_COUNTER (RC_PIECES, "pieces", "pieces of split READs"),
+  GM_COUNTER (RC_WHOLE_BUSY, "whole_reads_busy", "READs read whole because the client had other requests in service"),
   GM_COUNTER (RC_DEVICE_MR, "device_mr", "1: the NIC registered the device memory pool"),
   GM_COUNTER (RC_EXTENTS, "extents_sent", "BLOCK_STATUS extents sent"),
   GM_COUNTER (RC_STAGED_BYTES, "staged_bytes", "bytes copied by the CPU between device memory and registered host memory"),

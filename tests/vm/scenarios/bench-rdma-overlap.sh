@@ -11,7 +11,8 @@
 # the gmblock-rdma bridge by nbdcopy --request-size=1M --connections=1
 # at QD1 and QD4 (--requests), the copy compared byte for byte with
 # what was written. Modes, interleaved (the order alternates per run):
-# pieces (gmblock-stripe's chunks: 16 per 1M, one stream per member)
+# pieces (gmblock-stripe's chunks: 16 per 1M, one stream per member;
+# rdma-split=always, so also at QD4)
 # and whole (rdma-piece=0: read whole, then sent). Recorded per
 # measurement: bytes, seconds, the filter's overlap_1M counters.
 # LAB_BENCH_DELAY_MS=N puts each member behind dm-delay (reads N ms
@@ -94,6 +95,9 @@ ov() {
 # measure RUN I QD MODE: one copy of md$I through a fresh server and bridge.
 measure() {
     local r=$1 i=$2 qd=$3 mode=$4 n=s$2-qd$3-$4-$1 p=() t
+    # pieces: every READ, also at QD4 (the default, rdma-split=alone,
+    # splits only a READ alone in service: pieces at QD1, whole at QD4)
+    p=(rdma-split=always)
     [ "$mode" = whole ] && p=(rdma-piece=0)
     serve "$n" 10809 /dev/md$i --filter=gmblock-rdma --filter=gmblock-stripe \
         ${LAB_BENCH_NBDKIT_OPTS:-} -- \

@@ -4,7 +4,10 @@
 # member, and each piece is RDMA-WRITten the moment it lands.  The data
 # must come back byte for byte, with the pieces counted and the overlap
 # of disk and network measured; the same copy with rdma-piece=0 (each
-# READ read whole, then sent) is the control, whose overlap is 0.
+# READ read whole, then sent) is the control, whose overlap is 0.  A
+# READ is split only while it is its client's one request in service
+# (rdma-split=alone): read back at depth 1 it is; at depth 8 most READs
+# are read whole, unless rdma-split=always.
 # lab-disks: virtio:16M virtio:16M virtio:16M virtio:16M
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
@@ -14,27 +17,29 @@ make_raid 0 /dev/vda /dev/vdb /dev/vdc /dev/vdd
 bridge_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
 must head -c 32M /dev/urandom >"$LAB_RUN/a.img"
 
-# copy NAME [filter params...]: a.img in and out through a bridge, 1 MiB
-# requests; leaves the server's counters in NAME.rdma-stats.
+# copy NAME QD [filter params...]: a.img in and out through a bridge,
+# 1 MiB requests, read back with QD in flight; leaves the server's
+# counters in NAME.rdma-stats.
 copy() {
-    local name=$1
-    shift
+    local name=$1 qd=$2
+    shift 2
     serve "$name" 10809 /dev/md0 --filter=gmblock-rdma --filter=gmblock-stripe \
         -D gmblock-stripe.verbose=1 \
         -- rdma=10.77.0.1 rdma-stats="$LAB_OUT/$name.rdma-stats" "$@"
     bridge br 10.77.0.1
     must nbdcopy --request-size=1048576 "$LAB_RUN/a.img" "$bridge_uri"
     rm -f "$LAB_RUN/out.img"
-    must nbdcopy --request-size=1048576 --connections=1 "$bridge_uri" "$LAB_RUN/out.img"
+    must nbdcopy --request-size=1048576 --connections=1 --requests="$qd" \
+        "$bridge_uri" "$LAB_RUN/out.img"
     cmp -n $((32 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" ||
         fail "$name: what came back over RDMA differs from what was written"
     stop br
     stop "$name"
-    echo "$name: $(grep -E 'split_reads|pieces|overlap_1M' "$LAB_OUT/$name.rdma-stats" | tr '\n' ' ')"
+    echo "$name: $(grep -E 'split_reads|pieces|whole_reads|overlap_1M' "$LAB_OUT/$name.rdma-stats" | tr '\n' ' ')"
 }
 
 step "one stream per member: 1 MiB READs in 64 KiB pieces"
-copy streams
+copy streams 1
 n=$(rdma_counter streams.rdma-stats split_reads)
 p=$(rdma_counter streams.rdma-stats pieces)
 [ "${n:-0}" -gt 0 ] || fail "no READ was split (split_reads ${n:-none})"
@@ -43,7 +48,7 @@ o=$(rdma_counter streams.rdma-stats overlap_1M)
 [ -n "$o" ] || fail "no overlap_1M figure"
 
 step "control: each READ read whole, then sent (rdma-piece=0)"
-copy whole rdma-piece=0
+copy whole 1 rdma-piece=0
 [ "$(rdma_counter whole.rdma-stats split_reads)" = 0 ] || fail "rdma-piece=0 still split READs"
 w=$(rdma_counter whole.rdma-stats overlap_1M)
 echo "overlap of disk and network, 1 MiB READs: $o in pieces, $w whole (TCG + soft-RoCE: a ratio, not a speed)"
@@ -52,4 +57,17 @@ echo "overlap of disk and network, 1 MiB READs: $o in pieces, $w whole (TCG + so
 # depends on the machine's load; bench/rdma measures it).
 awk -v o="$o" -v w="$w" 'BEGIN { exit !(w == 0 && o > 0.01) }' ||
     fail "overlap $o in pieces vs $w whole: expected 0 whole and more than 0.01 in pieces"
+
+step "8 READs in flight: read whole (rdma-split=alone), in pieces with rdma-split=always"
+copy busy 8
+b=$(rdma_counter busy.rdma-stats whole_reads_busy)
+n=$(rdma_counter busy.rdma-stats split_reads)
+# 32 READs: the first may find itself alone, the last ones too as the
+# queue drains; most arrive while others are in service.
+[ "${b:-0}" -ge 16 ] || fail "only ${b:-none} of 32 READs read whole with 8 in flight (split: $n)"
+copy always 8 rdma-split=always
+[ "$(rdma_counter always.rdma-stats whole_reads_busy)" = 0 ] ||
+    fail "rdma-split=always read READs whole"
+[ "$(rdma_counter always.rdma-stats split_reads)" = 32 ] ||
+    fail "rdma-split=always split $(rdma_counter always.rdma-stats split_reads) of 32 READs"
 echo "rdma-stripe: all checks passed"
