@@ -237,15 +237,16 @@ run_piece (struct client *c, struct req *q, unsigned p)
     finish (c, q);
 }
 
-/* Does the client have requests in service besides q?  Under c->lock. */
+/* Does the client have requests in service besides q: queued, being
+ * served, or with data or a reply still on the wire?  Under c->lock.
+ */
 static bool
 others_in_service (struct client *c, struct req *q)
 {
   if (c->qlen || c->ndeferred)
     return true;
   for (unsigned i = 0; i < c->rp.lim.credits; i++)
-    if (&c->reqs[i] != q && (c->reqs[i].state == RQ_SETUP ||
-                             c->reqs[i].state == RQ_ACTIVE))
+    if (&c->reqs[i] != q && c->reqs[i].state != RQ_FREE)
       return true;
   return false;
 }
