@@ -48,7 +48,7 @@ static struct {
 static void
 trace (const struct req *q, uint64_t t_end)
 {
-  char line[16 * 48 + 64];
+  char line[MAX_PIECES * 48 + 64];
   size_t n = 0;
 
 #define US(t) ((t) > q->t0 ? ((t) - q->t0) / 1000 : 0)
