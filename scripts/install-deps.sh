@@ -7,7 +7,7 @@ set -e
 build="gcc make pkg-config perl nbdkit nbdkit-plugin-dev liburing-dev libpci-dev pci.ids libibverbs-dev librdmacm-dev"
 serve="$build libnbd-bin qemu-utils"
 debtools="debhelper dpkg-dev"   # make deb, and the test that builds the package
-check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc valgrind clang libclang-rt-14-dev stress-ng systemd strace prometheus-node-exporter python3-prometheus-client"
+check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc iproute2 valgrind clang libclang-rt-14-dev stress-ng systemd strace prometheus-node-exporter python3-prometheus-client"
 lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client pciutils ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
 case "${1:-all}" in

@@ -64,6 +64,21 @@ start_server () {
 
 server_pid () { eval "echo \${_pid_$1:-}"; }
 
+# Wait (3 s at most) until server NAME has closed every client
+# connection.  A client's disconnect is asynchronous: nbdkit runs the
+# modules' .finalize and .close for it afterwards, and skips them when
+# SIGTERM comes first (free_connection checks quit), leaking that
+# connection's contexts (LSan reports them) and leaving the close path
+# the test meant to exercise unrun.  The server closes the socket just
+# before that check, so an established socket means "not done yet".
+wait_idle () {
+    local sock=$T/$1.sock i
+    for i in $(seq 1 60); do
+        ss -xaH 2>/dev/null | awk -v s="$sock" '$2 == "ESTAB" && $5 == s { n++ } END { exit n > 0 }' && return 0
+        sleep 0.05
+    done
+}
+
 # Stop a server (SIGTERM: nbdkit unloads, which writes stats files),
 # wait for it (10 s at most: a hang fails), and fail if a sanitizer or
 # nbdkit reported a crash.  Sets server_rc to its exit status.
@@ -71,6 +86,7 @@ stop_server () {
     local name=$1 pid
     pid=$(server_pid "$name")
     [[ -n $pid ]] || return 0
+    wait_idle "$name"
     kill -TERM "$pid" 2>/dev/null || true
     local i
     for i in $(seq 1 200); do
