@@ -91,6 +91,7 @@ struct req {
   unsigned pieces_left;         /* the worker ending the last replies */
   struct gm_stripe_piece piece[MAX_PIECES]; /* read, then RDMA-WRITten */
   bool rread_done, rread_ok;    /* WRITE: the RDMA READ's completion */
+  bool data_with_reply;         /* READ read whole: finish () sends it */
   uint64_t t0;                  /* taken from its receive */
   struct gm_span disk[MAX_PIECES], net[MAX_PIECES];
 };

@@ -69,25 +69,25 @@ post_recv (struct client *c, unsigned slot)
   return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
 }
 
-/* RDMA WRITE (to the client, for READ) or READ (from it, for WRITE)
- * of len bytes at buf <-> the client's addr + off.  Signaled.
+/* An RDMA WRITE (to the client, for READ) or READ (from it, for WRITE)
+ * of len bytes at buf <-> the client's addr + off, into *wr and *sge.
+ * Signaled.
  */
-static int
-post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
-           uint64_t wr_id, uint32_t off, uint32_t len)
+static void
+rdma_wr (struct req *q, enum ibv_wr_opcode op, uint64_t wr_id,
+         uint32_t off, uint32_t len, struct ibv_send_wr *wr,
+         struct ibv_sge *sge)
 {
-  struct ibv_sge sge = { .addr = (uintptr_t) q->sbuf + off, .length = len,
-                         .lkey = gm_rdma_pool_mr->lkey };
-  struct ibv_send_wr wr, *bad;
-
-  memset (&wr, 0, sizeof wr);
-  wr.wr_id = wr_id;
-  wr.sg_list = &sge;
-  wr.num_sge = 1;
-  wr.opcode = op;
-  wr.send_flags = IBV_SEND_SIGNALED;
-  wr.wr.rdma.remote_addr = q->r.addr + off;
-  wr.wr.rdma.rkey = q->r.rkey;
+  *sge = (struct ibv_sge) { .addr = (uintptr_t) q->sbuf + off, .length = len,
+                            .lkey = gm_rdma_pool_mr->lkey };
+  memset (wr, 0, sizeof *wr);
+  wr->wr_id = wr_id;
+  wr->sg_list = sge;
+  wr->num_sge = 1;
+  wr->opcode = op;
+  wr->send_flags = IBV_SEND_SIGNALED;
+  wr->wr.rdma.remote_addr = q->r.addr + off;
+  wr->wr.rdma.rkey = q->r.rkey;
   if (op == IBV_WR_RDMA_WRITE) {
     COUNT (RC_RDMA_WRITES, 1);
     if (q->r.op == GM_RP_READ)
@@ -95,6 +95,16 @@ post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
   }
   else
     COUNT (RC_RDMA_READS, 1);
+}
+
+static int
+post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
+           uint64_t wr_id, uint32_t off, uint32_t len)
+{
+  struct ibv_send_wr wr, *bad;
+  struct ibv_sge sge;
+
+  rdma_wr (q, op, wr_id, off, len, &wr, &sge);
   return ibv_post_send (c->id->qp, &wr, &bad) ? -1 : 0;
 }
 
@@ -107,6 +117,7 @@ queue_req (struct client *c, struct req *q, const struct gm_rp_request *r,
   q->r = *r;
   q->error = error;
   q->count = 0;
+  q->data_with_reply = false;
   q->t0 = gm_now_ns ();
   q->state = RQ_QUEUED;
   c->queue[(c->qhead + c->qlen++) % c->rp.lim.credits] = req_index (c, q);
@@ -162,14 +173,18 @@ set_error (struct client *c, struct req *q, int err)
 
 /* ---- Workers. */
 
-/* Post q's reply (after its data, on the same QP). */
+/* Post q's reply (after its data, on the same QP).  A READ read whole
+ * posts its data here too, in one call with the reply and unsignaled:
+ * one doorbell and one completion (the reply's, which comes after the
+ * data's on an RC queue pair) instead of two of each, per request.
+ */
 static void
 finish (struct client *c, struct req *q)
 {
   struct gm_rp_reply rep;
   uint8_t msg[GM_RP_REPLY_SIZE];
-  struct ibv_sge sge = { .addr = (uintptr_t) msg, .length = sizeof msg };
-  struct ibv_send_wr wr, *bad;
+  struct ibv_sge sge = { .addr = (uintptr_t) msg, .length = sizeof msg }, dsge;
+  struct ibv_send_wr wr, data, *first = &wr, *bad;
   char why[128];
   int r;
 
@@ -190,7 +205,14 @@ finish (struct client *c, struct req *q)
   wr.num_sge = 1;
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE;
-  if (r == -1 || ibv_post_send (c->id->qp, &wr, &bad)) {
+  if (q->data_with_reply) {
+    rdma_wr (q, IBV_WR_RDMA_WRITE, WR_DATA | (uint64_t) req_index (c, q) << 8,
+             q->piece[0].off, q->piece[0].len, &data, &dsge);
+    data.send_flags = 0;
+    data.next = &wr;
+    first = &data;
+  }
+  if (r == -1 || ibv_post_send (c->id->qp, first, &bad)) {
     /* The QP is broken (the poller ends the client): no completion
      * will come.  Any RDMA READ into the buffer has completed (its
      * worker waited for it), so the buffer can go. */
@@ -224,7 +246,9 @@ run_piece (struct client *c, struct req *q, unsigned p)
     else {
       gm_rdma_mem_stage (q, pc->off, pc->len, true);
       q->net[p].start = gm_now_ns ();
-      if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
+      if (q->npieces == 1)
+        q->data_with_reply = true;      /* finish () posts it */
+      else if (post_rdma (c, q, IBV_WR_RDMA_WRITE,
                      WR_DATA | (uint64_t) req_index (c, q) << 8 | p,
                      pc->off, pc->len))
         set_error (c, q, EIO);
@@ -555,9 +579,12 @@ on_completion (struct client *c, const struct ibv_wc *wc)
     break;
   case WR_REPLY:
     if (ok) {
+      uint64_t t = gm_now_ns ();
       COUNT (RC_REQUESTS, 1);
+      if (q->data_with_reply)
+        q->net[0].end = t;      /* its data's completion was not asked */
       if (q->r.op == GM_RP_READ && q->error == 0)
-        gm_rdma_overlap_add (q, gm_now_ns ());
+        gm_rdma_overlap_add (q, t);
     }
     release_req (c, q);
     break;

@@ -256,7 +256,10 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
   memset (&qa, 0, sizeof qa);
   qa.send_cq = qa.recv_cq = c->cq;
   qa.qp_type = IBV_QPT_RC;
-  qa.cap.max_send_wr = opt_credits + 1;      /* + the goodbye */
+  /* Requests are signaled one in opt_credits (conn_post): up to that
+   * many unsignaled ones wait for a signaled one to retire them, behind
+   * at most opt_credits in flight, + the goodbye. */
+  qa.cap.max_send_wr = 2 * opt_credits + 1;
   qa.cap.max_recv_wr = opt_credits;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   if (rdma_create_qp (c->id, mem_pd (), &qa)) {
@@ -682,6 +685,12 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
     goto out;                   /* broke while this piece waited */
   /* The slot in the low byte finds it again from the reply. */
   r->handle = (++c->seq << 8) | (unsigned) slot;
+  /* A request's SEND needs no completion: its reply says it arrived,
+   * and only then is its slot's buffer reused.  One in opt_credits is
+   * signaled so the send queue's entries are retired (errors complete
+   * anyway); each saves a wake-up of the completion thread. */
+  if (c->seq % opt_credits != 0)
+    wr.send_flags = 0;
   e = gm_rp_conn_request_begin (&c->rp, r, why, sizeof why);
   if (e > 0) {
     nbdkit_debug (NAME ": refused locally: %s", why);
