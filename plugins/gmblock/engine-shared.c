@@ -92,6 +92,7 @@ ring_failed (int r)
   errno = -r;
   nbdkit_error (GM_NAME ": the shared io_uring failed: %m: "
                 "every request on it fails from now on");
+  gm_failstop (GM_FAILSTOP_ALL, "the shared io_uring", -r);
   while (waiting)
     finish (waiting, -EIO);
 }

@@ -63,8 +63,8 @@ static struct gm_uring *
 my_ring (void)
 {
   /* A ring that failed for good (common/uring.c marks it dead) is
-   * replaced, so this worker thread recovers instead of failing every
-   * request it serves from now on.
+   * replaced.  The plugin is in fail-stop by then (lost_if_dead), but
+   * the thread keeps a working ring for extents and what follows.
    */
   if (thread_ring && thread_ring->dead) {
     nbdkit_error (GM_NAME ": this thread's io_uring failed: replacing it");
@@ -78,6 +78,17 @@ my_ring (void)
       pthread_setspecific (ring_key, thread_ring);
   }
   return thread_ring;
+}
+
+/* A ring that died under a request lost track of its I/O, which may
+ * still happen later: fail-stop (failstop.c), reads included.
+ */
+static ssize_t
+lost_if_dead (struct gm_uring *u, ssize_t r)
+{
+  if (r < 0 && u->dead)
+    gm_failstop (GM_FAILSTOP_ALL, "io_uring", (int) -r);
+  return r;
 }
 
 int
@@ -129,7 +140,7 @@ gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
   default:
     if ((u = my_ring ()) == NULL)
       return -ENOMEM;
-    return gm_uring_rw (u, op, fd, buf, len, off, rwf);
+    return lost_if_dead (u, gm_uring_rw (u, op, fd, buf, len, off, rwf));
   }
 }
 
@@ -145,5 +156,5 @@ gm_engine_fdatasync (int fd)
     return fdatasync (fd) == -1 ? -errno : 0;
   if ((u = my_ring ()) == NULL)
     return -ENOMEM;
-  return gm_uring_fsync (u, fd, true);
+  return lost_if_dead (u, gm_uring_fsync (u, fd, true));
 }

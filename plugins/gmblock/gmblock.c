@@ -186,7 +186,7 @@ gm_get_ready (void)
 {
   char err[256], size[32];
 
-  if (open_file () == -1)
+  if (open_file () == -1 || gm_failstop_open () == -1)
     return -1;
   if (gm_geometry_probe (gm.fd, &gm.geo, err, sizeof err) == -1) {
     nbdkit_error (GM_NAME ": %s: %s", gm.file, err);
@@ -264,6 +264,7 @@ gm_unload (void)
   }
   if (gm.fd_buffered >= 0)
     close (gm.fd_buffered);
+  gm_failstop_close ();
   free (gm.file);
   free (gm.pci_path);
 }

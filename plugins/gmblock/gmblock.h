@@ -126,6 +126,21 @@ int gm_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *extents);
 int gm_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
 
+/* failstop.c: after a lost write-back, refuse what would promise more.
+ * gm_failstop_refuse returns 0, or -1 with the error reported and EIO
+ * set for the client when the plugin is stopped at level lv or above.
+ * gm_failstop_sync_failed: a FUA write failed with err; stop if it took
+ * a write-back error (or is EIO).
+ */
+enum gm_failstop { GM_FAILSTOP_NONE, GM_FAILSTOP_WRITES, GM_FAILSTOP_ALL };
+int gm_failstop_open (void);
+void gm_failstop_close (void);
+void gm_failstop (enum gm_failstop lv, const char *op, int err);
+void gm_failstop_sync_failed (const char *op, int err);
+int gm_failstop_refuse (enum gm_failstop lv, const char *op, uint64_t offset,
+                        uint64_t count);
+int gm_failstop_level (void);
+
 /* stats.c */
 enum gm_stat {
   ST_READS, ST_READ_BYTES, ST_WRITES, ST_WRITE_BYTES, ST_FUA_WRITES,

@@ -217,6 +217,8 @@ gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 
   COUNT (ST_READS, 1);
   COUNT (ST_READ_BYTES, count);
+  if (gm_failstop_refuse (GM_FAILSTOP_ALL, "pread", offset, count) == -1)
+    return -1;
   if (gm.direct)
     err = direct_read (buf, count, offset);
   else {
@@ -323,7 +325,11 @@ gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
   COUNT (ST_WRITE_BYTES, count);
   if (rwf)
     COUNT (ST_FUA_WRITES, 1);
+  if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "pwrite", offset, count) == -1)
+    return -1;
   err = write_range (buf, count, offset, rwf);
+  if (err && rwf)
+    gm_failstop_sync_failed ("FUA write", err);
   if (err) {
     gm_io_error ("pwrite", offset, count, err);
     return -1;

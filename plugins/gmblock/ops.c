@@ -12,10 +12,15 @@
 #include "gmblock.h"
 #include "sizes.h"
 
+/* A failed fdatasync means written data may be lost, and Linux reports
+ * that once only: remember it (failstop.c).
+ */
 static int
 datasync (void)
 {
   int r = gm_engine_fdatasync (gm.fd);
+  if (r < 0)
+    gm_failstop (GM_FAILSTOP_WRITES, "fdatasync", -r);
   return r < 0 ? -r : 0;
 }
 
@@ -25,6 +30,8 @@ gm_flush (void *handle, uint32_t flags)
   int err;
 
   COUNT (ST_FLUSHES, 1);
+  if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "flush", 0, gm.size) == -1)
+    return -1;
   if ((err = datasync ()) != 0) {
     gm_io_error ("flush", 0, gm.size, err);
     return -1;
@@ -70,6 +77,8 @@ gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 
   COUNT (ST_TRIMS, 1);
   COUNT (ST_TRIM_BYTES, count);
+  if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "trim", offset, count) == -1)
+    return -1;
   if (gm.discard == GM_DISCARD_IGNORE)
     return 0;
 
@@ -138,6 +147,8 @@ gm_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 
   COUNT (ST_ZEROS, 1);
   COUNT (ST_ZERO_BYTES, count);
+  if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "zero", offset, count) == -1)
+    return -1;
 
   if (gm.geo.is_block) {
     /* Devices zero whole logical blocks only; the edges are written. */
@@ -165,6 +176,8 @@ gm_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
     err = gm_write_zeros (offset, lo - offset, rwf);
   if (err == 0 && hi < end)
     err = gm_write_zeros (hi, end - hi, rwf);
+  if (err && rwf)
+    gm_failstop_sync_failed ("FUA zero", err);
   if (err == 0 && rwf)
     err = datasync ();
   if (err) {

@@ -59,6 +59,7 @@ print_derived (FILE *fp, void *opaque)
            gm_counter_get (&gm_stats[ST_DMA_OPS]) ?
            gm_counter_get (&gm_stats[ST_DMA_NS]) / 1e3 /
            gm_counter_get (&gm_stats[ST_DMA_OPS]) : 0.0);
+  fprintf (fp, GM_NAME ".fail_stop %d\n", gm_failstop_level ());
   fprintf (fp, GM_NAME ".pool_size %zu\n", ps.size);
   fprintf (fp, GM_NAME ".pool_in_use %zu\n", ps.in_use);
   fprintf (fp, GM_NAME ".pool_peak %zu\n", ps.peak);

@@ -42,6 +42,16 @@ nbdkit_error (const char *fs, ...)
   fputc ('\n', stderr);
 }
 
+/* The plugin's fail-stop (failstop.c), as the engine reports to it. */
+static enum gm_failstop failstop_level;
+
+void
+gm_failstop (enum gm_failstop lv, const char *op, int err)
+{
+  if (lv > failstop_level)
+    failstop_level = lv;
+}
+
 struct gm_uring *
 gm_engine_new_ring (unsigned depth, unsigned want)
 {
@@ -413,10 +423,13 @@ ring_dies (void)
   gm_uring_exit (&d);
 
   CHECK (gm_shared_init () == 0);
+  CHECK (failstop_level == GM_FAILSTOP_NONE);
   inject_get_cqe (-EBADF, 1);
   start_reader (&rd, pipefd[0]);
   pthread_join (rd.t, NULL);
   CHECK (rd.r == -EIO);
+  /* Its read may still land: the plugin refuses all I/O from now on. */
+  CHECK (failstop_level == GM_FAILSTOP_ALL);
   CHECK (gm_shared_once (NULL, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
   inject_get_cqe (0, 0);
   gm_shared_cleanup ();

@@ -1,0 +1,132 @@
+#!/bin/bash
+# A write-back that fails after the write was acknowledged: Linux
+# reports it once per open file, to the first fsync-type call, then
+# forgets it.  gmblock must not: after the first report, every flush,
+# FUA request and write fails with EIO, on every connection, for good
+# (fail-stop), while reads go on.  Disks whose write-back fails (root:
+# tmpfs and loop devices):
+#  A. direct=false on a loop device over a sparse file on a full tmpfs:
+#     a write to an unbacked range is acknowledged (page cache) and its
+#     write-back fails.  The error reaches a FUA write first (EIO), or
+#     a flush.  Two connections: both flushes fail, and keep failing.
+#  B. the default O_DIRECT mode on a file whose size is not a multiple
+#     of the block: its last 64K goes through the page cache.  The file
+#     sits on ext2 on a loop device over a full tmpfs, the block under
+#     its tail punched out, so the tail's write-back fails (ENOSPC).  A
+#     FUA write elsewhere takes that error: its own failure is ENOSPC,
+#     which the plugin must recognise as a lost write-back (its second
+#     descriptor), not as that write's own problem.
+#  C. control: a healthy file, FUA writes and flushes succeed, no
+#     fail-stop.
+. "$(dirname "$0")/functions.sh"
+require losetup mkfs.ext2 filefrag fallocate
+[[ $(id -u) == 0 ]] || skip "needs root (tmpfs and loop devices)"
+
+# client SOCKNAME SCRIPT: run python with h1, h2 connected to the server.
+client () {
+    local sock=$T/$1.sock; shift
+    timeout 60 /usr/bin/python3 - "$sock" "$@" <<'PY'
+import nbd, subprocess, sys
+sock, mode = sys.argv[1], sys.argv[2]
+h1 = nbd.NBD(); h1.connect_unix(sock)
+h2 = nbd.NBD(); h2.connect_unix(sock)
+size = h1.get_size()
+
+def ok(what, f, *a):
+    try:
+        f(*a)
+    except nbd.Error as e:
+        sys.exit("FAIL: %s failed: %s" % (what, e))
+    print("%s: ok" % what)
+
+def fails(what, f, *a):
+    try:
+        f(*a)
+    except nbd.Error as e:
+        print("%s: fails as it must: %s" % (what, e.string))
+        return
+    sys.exit("FAIL: %s succeeded after a lost write-back" % what)
+
+def either(what, f, *a):
+    try:
+        f(*a); print("%s: ok" % what)
+    except nbd.Error as e:
+        print("%s: failed: %s" % (what, e.string))
+
+if mode == "control":
+    ok("write", h1.pwrite, b"\x11" * 65536, 65536)
+    ok("FUA write", h2.pwrite, b"\x22" * 4096, 0, nbd.CMD_FLAG_FUA)
+    ok("flush 1", h1.flush)
+    ok("flush 2", h2.flush)
+    if h1.pread(4096, 0) != b"\x22" * 4096:
+        sys.exit("FAIL: data differs")
+    sys.exit(0)
+
+lost_at, fua_at = {"loop": (8 << 20, 0), "tail": (size - 1000, 0)}[mode]
+# Acknowledged: it sits in the page cache, where its write-back fails.
+ok("write to the unbacked range", h1.pwrite, b"\x33" * 1000, lost_at)
+subprocess.run(["sync"])        # the kernel's periodic write-back, now
+if mode == "tail":
+    fails("FUA write elsewhere (takes the write-back error)",
+          h2.pwrite, b"\x44" * 4096, fua_at, nbd.CMD_FLAG_FUA)
+else:
+    either("FUA write elsewhere", h2.pwrite, b"\x44" * 4096, fua_at,
+           nbd.CMD_FLAG_FUA)
+fails("flush on connection 1", h1.flush)
+fails("flush on connection 2", h2.flush)
+fails("flush again", h1.flush)
+fails("a plain write", h2.pwrite, b"\x55" * 4096, 4096)
+fails("a FUA trim", h1.trim, 4096, 8192, nbd.CMD_FLAG_FUA)
+fails("a zero", h1.zero, 4096, 8192)
+ok("a read (what survived can be copied off)", h1.pread, 4096, 65536)
+PY
+}
+
+# A. direct=false over a loop device whose write-back fails.
+mkdir "$T/tmA"
+mount -t tmpfs -o size=4M none "$T/tmA" || skip "cannot mount a tmpfs"
+track_mount "$T/tmA"
+truncate -s 16M "$T/tmA/back.img"
+dd if=/dev/urandom of="$T/tmA/back.img" bs=1M count=1 conv=notrunc status=none
+dd if=/dev/zero of="$T/tmA/fill" bs=64K status=none 2>/dev/null || true
+loopdev "$T/tmA/back.img"
+start_server loop gmblock file="$LOOP" direct=false stats="$T/loop.stats"
+client loop loop || fail "A: the server reported a lost write-back as durable"
+stop_server loop
+expect_stop () {
+    local v
+    v=$(counter "$T/$1.stats" fail_stop)
+    [[ $v == "$2" ]] || fail "$1: gmblock.fail_stop is '$v', expected $2"
+}
+expect_stop loop 1
+grep -q "acknowledged data may be lost" "$T/loop.log" ||
+    { cat "$T/loop.log" >&2; fail "A: no fail-stop message in the log"; }
+info "A: $(grep -m1 'acknowledged data may be lost' "$T/loop.log")"
+
+# B. O_DIRECT, the buffered tail of an odd-sized file.
+mkdir "$T/tmB" "$T/mnt"
+mount -t tmpfs -o size=6M none "$T/tmB" || skip "cannot mount a tmpfs"
+track_mount "$T/tmB"
+truncate -s 32M "$T/tmB/back.img"
+loopdev "$T/tmB/back.img"
+mkfs.ext2 -q -F -b 4096 "$LOOP"
+mount -o errors=continue "$LOOP" "$T/mnt" || fail "cannot mount ext2 on $LOOP"
+track_mount "$T/mnt"
+head -c $((1048576 + 1000)) /dev/urandom >"$T/mnt/f.img"
+sync
+pb=$(filefrag -v "$T/mnt/f.img" | awk '/eof/ { print $4 }' | tr -d .)
+[[ $pb =~ ^[0-9]+$ ]] || fail "B: cannot find the tail's block (filefrag: $pb)"
+fallocate -p -o $((pb * 4096)) -l 4096 "$T/tmB/back.img"
+dd if=/dev/zero of="$T/tmB/fill" bs=4K status=none 2>/dev/null || true
+start_server tail gmblock file="$T/mnt/f.img" stats="$T/tail.stats"
+client tail tail || fail "B: the server reported a lost write-back as durable"
+stop_server tail
+expect_stop tail 1
+
+# C. Control: a healthy file.
+randfile "$T/ok.img" $((4 * 1024 * 1024))
+start_server ok gmblock file="$T/ok.img" stats="$T/ok.stats"
+client ok control || fail "C: the healthy disk failed"
+stop_server ok
+expect_stop ok 0
+info "a lost write-back fails every later flush, on every connection"
