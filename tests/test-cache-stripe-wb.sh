@@ -84,8 +84,8 @@ stripe=(stripe-chunk=8K stripe-data-disks=3 stripe-parity=1)
 
 want_img "${blocks[@]}"
 
-calls () {      # calls NAME FULL PARTIAL MERGED [nbdkit args]: checked
-    local name=$1 full=$2 partial=$3 merged=$4; shift 4
+calls () {      # calls NAME FULL PARTIAL MERGED WIDTH [nbdkit args]: checked
+    local name=$1 full=$2 partial=$3 merged=$4 width=$5; shift 5
     truncate -s 0 "$name.below"; rm -f "$name.img"; truncate -s 1M "$name.img"
     DISK=$T/$name.img BELOW=$T/$name.below start_server "$name" "$@" \
         "${cache[@]}" cache-stats="$T/$name.stats"
@@ -100,22 +100,24 @@ calls () {      # calls NAME FULL PARTIAL MERGED [nbdkit args]: checked
     expect "$name: wb_merged_writes" "$(ccounter "$name.stats" wb_merged_writes)" "$merged"
     expect "$name: wb_blocks" "$(ccounter "$name.stats" wb_blocks)" ${#blocks[@]}
     expect "$name: writebacks" "$(ccounter "$name.stats" writebacks)" ${#blocks[@]}
+    # The stripe in use, still in the counters written at exit.
+    expect "$name: wb_stripe_bytes" "$(ccounter "$name.stats" wb_stripe_bytes)" "$width"
     info "$name: $(wc -l <"$name.got") writes below for ${#blocks[@]} dirty blocks, as expected"
 }
 
 # 1. gmblock-stripe below the cache (options: no gmblock plugin).
-calls below 3 6 7 --filter=gmblock-cache --filter=gmblock-stripe sh log.sh "${stripe[@]}" stripe-stats="$T/below.sstats"
+calls below 3 6 7 24576 --filter=gmblock-cache --filter=gmblock-stripe sh log.sh "${stripe[@]}" stripe-stats="$T/below.sstats"
 # The stripe filter saw the same writes: 3 whole stripes.
 expect "below: stripe writes_full_stripe" "$(scounter below.sstats writes_full_stripe)" 3
 expect "below: stripe writes_partial" "$(scounter below.sstats writes_partial)" 6
 # 2. Above the cache: the geometry still reaches it (read at start-up).
-calls above 3 6 7 --filter=gmblock-stripe --filter=gmblock-cache sh log.sh "${stripe[@]}"
+calls above 3 6 7 24576 --filter=gmblock-stripe --filter=gmblock-cache sh log.sh "${stripe[@]}"
 
 # 3. No stripe filter: the preferred block size below (32K = 8 blocks).
 blocks=($(seq 8 15) 0 1 3 20)
 printf 'pwrite %s\n' "32768 32768" "8192 0" "4096 12288" "4096 81920" | sort >want
 want_img "${blocks[@]}"
-BSIZES="512 32768 4194304" calls fallback 1 3 2 --filter=gmblock-cache sh log.sh
+BSIZES="512 32768 4194304" calls fallback 1 3 2 32768 --filter=gmblock-cache sh log.sh
 
 # 4. Without any geometry: block by block, as before (no stripe counters).
 truncate -s 0 plain.below; truncate -s 1M plain.img
@@ -125,6 +127,7 @@ wblocks plain 0 1 2 3 4 5
 stop_server plain
 expect "plain: writes below" "$(grep -c pwrite plain.below)" 6
 expect "plain: wb_full_stripe_writes" "$(ccounter plain.stats wb_full_stripe_writes)" 0
+expect "plain: wb_stripe_bytes" "$(ccounter plain.stats wb_stripe_bytes)" 0
 
 # 5. A tiny cache (16 blocks): sequential 4K writes over 1M force dirty
 # evictions; every write below stays inside one 24K stripe and the

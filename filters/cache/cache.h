@@ -212,6 +212,7 @@ void writeback_note_dirty (void);
 /* ---- stripewb.c: write-back in whole RAID stripes ---- */
 struct stripe_wb {
   bool on;                      /* write-back works a unit at a time */
+  bool used;                    /* it did (kept after stop, for the counters) */
   uint64_t width;               /* one full data stripe, bytes (0: none) */
   uint64_t offset;              /* where the export starts in the array */
   uint64_t unit;                /* whole stripes and whole blocks, bytes */

@@ -67,7 +67,7 @@ print_derived (FILE *fp, void *opaque)
            (unsigned long long) atomic_load (&tbl.ndirty) * tbl.bs);
   fprintf (fp, CNAME ".block_size %llu\n", (unsigned long long) tbl.bs);
   fprintf (fp, CNAME ".wb_stripe_bytes %llu\n",
-           (unsigned long long) (swb.on ? swb.width : 0));
+           (unsigned long long) (swb.used ? swb.width : 0));
   fprintf (fp, CNAME ".slots %u\n", tbl.nslots);
   fprintf (fp, CNAME ".shards %u\n", tbl.nshards);
   fprintf (fp, CNAME ".backing %s\n",

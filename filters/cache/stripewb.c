@@ -112,7 +112,7 @@ stripe_wb_start (void)
   char a[32], b[32];
   uint64_t bs = tbl.bs;
 
-  swb.on = false;
+  swb.on = swb.used = false;
   if (swb.width == 0)
     return 0;
   swb.unit = swb.width / gcd (swb.width, bs) * bs;
@@ -141,7 +141,7 @@ stripe_wb_start (void)
     g->next = pool_free;
     pool_free = g;
   }
-  swb.on = true;
+  swb.on = swb.used = true;
   nbdkit_debug (CNAME ": write-back in stripes of %s (%s): units of %s = "
                 "%u blocks, %u gather buffers", gm_format_size (swb.width, a,
                                                                 sizeof a),
