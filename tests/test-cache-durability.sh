@@ -4,7 +4,7 @@
 # each block written after the flush must be either its old or its new
 # contents, whole, never a mix or garbage.  Then the same with a flush
 # before the kill: everything must be there.  And FUA: a FUA write is
-# durable without a flush.
+# durable without a flush, and so is every write acknowledged before it.
 . "$(dirname "$0")/functions.sh"
 cd "$T"
 
@@ -101,6 +101,37 @@ write wb "$T/C" $((2 * M)) $((4 * M)) 0 1
 kill9 wb
 [[ $(check "$T/disk.img" $((2 * M)) $((6 * M)) "$T/C") == "C=64" ]] || fail "FUA writes lost"
 info "FUA then kill -9: all there"
+
+# 3b. A FUA reply covers every write acknowledged before it, not only
+# its own: unflushed writes, then one small FUA write (or FUA zero)
+# elsewhere, kill -9: the earlier writes are all there.  In writeback
+# mode and in adaptive mode writing back.
+fua_one () {    # fua_one NAME OFFSET write|zero
+    /usr/bin/python3 - "$(uri "$1")" "$2" "$3" <<'PY'
+import sys, nbd
+h = nbd.NBD(); h.connect_uri(sys.argv[1])
+off = int(sys.argv[2])
+if sys.argv[3] == "zero":
+    h.zero(65536, off, nbd.CMD_FLAG_FUA)
+else:
+    h.pwrite(b"\x5a" * 4096, off, nbd.CMD_FLAG_FUA)
+h.shutdown()
+PY
+}
+for mode in "cache-mode=writeback" "cache-mode=adaptive adaptive-writes=back"; do
+    for op in write zero; do
+        cp "$T/A" "$T/disk.img"
+        # shellcheck disable=SC2086
+        start_server wb --filter=gmblock-cache gmblock file="$T/disk.img" \
+            $mode cache-size=32M writeback-interval=3600
+        write wb "$T/C" $((4 * M)) $((4 * M)) 0 0
+        fua_one wb $((14 * M)) $op
+        kill9 wb
+        [[ $(check "$T/disk.img" $((4 * M)) $((8 * M)) "$T/C") == "C=64" ]] ||
+            fail "$mode: a FUA $op did not cover the writes acknowledged before it"
+        info "$mode: unflushed writes, then a FUA $op elsewhere, kill -9: all there"
+    done
+done
 
 # 4. Control: without a flush, a kill -9 does lose write-back data
 # (otherwise case 1 proved nothing about write-back).

@@ -18,6 +18,8 @@
 #     descriptor), not as that write's own problem.
 #  C. control: a healthy file, FUA writes and flushes succeed, no
 #     fail-stop.
+#  D. a FUA write syncs the writes completed before it that no fdatasync
+#     covered yet (counter fua_syncs), and only those.
 . "$(dirname "$0")/functions.sh"
 require losetup mkfs.ext2 filefrag fallocate
 [[ $(id -u) == 0 ]] || skip "needs root (tmpfs and loop devices)"
@@ -60,6 +62,18 @@ if mode == "control":
     ok("flush 2", h2.flush)
     if h1.pread(4096, 0) != b"\x22" * 4096:
         sys.exit("FAIL: data differs")
+    sys.exit(0)
+
+if mode == "fua":
+    # Counted by fua_syncs: a FUA write syncs what earlier writes left
+    # unsynced, and only then.
+    ok("plain write", h1.pwrite, b"\x11" * 4096, 0)
+    ok("FUA write 1 (syncs the plain write)", h2.pwrite, b"\x22" * 4096, 8192, nbd.CMD_FLAG_FUA)
+    ok("FUA write 2 (nothing else to sync)", h2.pwrite, b"\x22" * 4096, 16384, nbd.CMD_FLAG_FUA)
+    ok("flush", h1.flush)
+    ok("FUA write 3 (nothing else)", h1.pwrite, b"\x22" * 4096, 0, nbd.CMD_FLAG_FUA)
+    ok("plain write", h1.pwrite, b"\x11" * 4096, 0)
+    ok("FUA write 4 (syncs it)", h2.pwrite, b"\x22" * 4096, 8192, nbd.CMD_FLAG_FUA)
     sys.exit(0)
 
 lost_at, fua_at = {"loop": (8 << 20, 0), "tail": (size - 1000, 0)}[mode]
@@ -129,4 +143,14 @@ start_server ok gmblock file="$T/ok.img" stats="$T/ok.stats"
 client ok control || fail "C: the healthy disk failed"
 stop_server ok
 expect_stop ok 0
+
+# D. A FUA write covers the writes acknowledged before it (README), not
+# only itself: RWF_DSYNC alone would make only its own data durable.
+for d in true false; do
+    start_server fua gmblock file="$T/ok.img" direct=$d stats="$T/fua.stats"
+    client fua fua || fail "D: FUA writes failed"
+    stop_server fua
+    v=$(counter "$T/fua.stats" fua_syncs)
+    [[ $v == 2 ]] || fail "D (direct=$d): fua_syncs is '$v', expected 2 (FUA writes 1 and 4)"
+done
 info "a lost write-back fails every later flush, on every connection"

@@ -91,6 +91,8 @@ lock_blocks (struct gm_range *r, uint64_t offset, uint64_t count)
                  gm_round_up (offset + count, tbl.bs), true);
 }
 
+static int fua_flush (int *err);
+
 int
 cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
               uint32_t count, uint64_t offset, uint32_t flags, int *err)
@@ -111,12 +113,15 @@ cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
   b1 = (end - 1) >> tbl.shift;
   lock_blocks (&rl, offset, count);
   if (cfg.writes_back) {
+    /* With FUA the blocks go to the cache like any write and the flush
+     * below (fua_flush) takes them down with every other dirty block.
+     */
     for (uint64_t b = b0; b <= b1 && r == 0; b++) {
       uint32_t from, to;
       piece (b, offset, end, &from, &to);
       r = block_write_back (b, from, to,
                             (const char *) buf + (blk_off (b) + from - offset),
-                            fua && !cfg.unsafe, err);
+                            false, err);
     }
   }
   else {
@@ -132,7 +137,33 @@ cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
   gm_range_unlock (&wlocks, &rl);
   if (r == 0 && cfg.writes_back)
     writeback_note_dirty ();
+  if (r == 0 && fua)
+    r = fua_flush (err);
   return r;
+}
+
+/* Every dirty block down, then a flush below. */
+static int
+flush_all (int *err)
+{
+  if (cfg.writes_back && writeback_range (0, UINT64_MAX, err) == -1)
+    return -1;
+  return lower_flush (err);
+}
+
+/* After a FUA request in a write-back mode.  A FUA reply covers every
+ * write acknowledged before it (README), and those may still be dirty
+ * here: so it is a flush.  In the other modes every write went below
+ * at once and the request's FUA, passed down, is enough (the gmblock
+ * plugin syncs what earlier writes left unsynced).
+ */
+static int
+fua_flush (int *err)
+{
+  if (!cfg.writes_back || cfg.unsafe)
+    return 0;
+  CCOUNT (CS_FUA_FLUSHES, 1);
+  return flush_all (err);
 }
 
 int
@@ -143,9 +174,7 @@ cache_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
   CCOUNT (CS_FLUSHES, 1);
   if (cfg.unsafe)
     return 0;
-  if (cfg.writes_back && writeback_range (0, UINT64_MAX, err) == -1)
-    return -1;
-  return lower_flush (err);
+  return flush_all (err);
 }
 
 enum change { TRIM, ZERO };
@@ -163,7 +192,8 @@ change_range (enum change what, uint32_t count, uint64_t offset,
   struct gm_range rl;
   int r;
 
-  if (cfg.unsafe)
+  /* In write-back modes FUA becomes a flush after (fua_flush). */
+  if (cfg.unsafe || cfg.writes_back)
     flags &= ~NBDKIT_FLAG_FUA;
   else if (fua && lower.can_fua == NBDKIT_FUA_NONE)
     flags &= ~NBDKIT_FLAG_FUA;
@@ -173,10 +203,13 @@ change_range (enum change what, uint32_t count, uint64_t offset,
     r = lower_trim (count, offset, flags, err);
   else
     r = lower_zero (count, offset, flags, err);
-  if (r == 0 && fua && !cfg.unsafe && lower.can_fua == NBDKIT_FUA_NONE)
+  if (r == 0 && fua && !cfg.unsafe && !cfg.writes_back &&
+      lower.can_fua == NBDKIT_FUA_NONE)
     r = lower_flush (err);
   blocks_release_range (b0, b1, offset, count, r == 0);
   gm_range_unlock (&wlocks, &rl);
+  if (r == 0 && fua)
+    r = fua_flush (err);
   return r;
 }
 

@@ -50,6 +50,7 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_WB_BLOCKS, "wb_blocks", "stripe write-back: blocks carried by those writes"),
   C (CS_WB_HELD, "wb_partial_held", "stripe write-back: partly dirty stripes a background pass left for later"),
   C (CS_WB_PRESSURE, "wb_pressure_passes", "stripe write-back: background passes that wrote partial stripes because the cache was nearly all dirty"),
+  C (CS_FUA_FLUSHES, "fua_flushes", "FUA requests in a write-back mode, served as a flush of every dirty block"),
 };
 
 static void

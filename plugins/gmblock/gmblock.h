@@ -125,6 +125,14 @@ int gm_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
 int gm_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *extents);
 int gm_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
+/* A FUA request covers the writes completed before it: gm_write_done
+ * counts each completed write, trim or zero; gm_fua_begin says whether
+ * some are not yet covered by an fdatasync (then sync after the
+ * request); gm_datasync syncs the file (fail-stop on failure).
+ */
+void gm_write_done (void);
+uint64_t gm_fua_begin (bool *sync_all);
+int gm_datasync (void);
 
 /* failstop.c: after a lost write-back, refuse what would promise more.
  * gm_failstop_refuse returns 0, or -1 with the error reported and EIO
@@ -150,7 +158,7 @@ enum gm_stat {
   ST_MEMCPY_READ_BYTES, ST_MEMCPY_WRITE_BYTES, ST_RMW_BYTES,
   ST_WIDEN_BYTES, ST_SERVED_BYTES, ST_ERRORS,
   ST_DMA_DEVICE_BYTES, ST_COPY_FROM_DEVICE_BYTES, ST_COPY_TO_DEVICE_BYTES,
-  ST_STAGED_BYTES, ST_DMA_OPS, ST_DMA_NS,
+  ST_STAGED_BYTES, ST_DMA_OPS, ST_DMA_NS, ST_FUA_SYNCS,
   ST_COUNT
 };
 extern struct gm_counter gm_stats[ST_COUNT];

@@ -319,6 +319,7 @@ gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
            uint32_t flags)
 {
   int rwf = flags & NBDKIT_FLAG_FUA ? RWF_DSYNC : 0;
+  bool sync_all = false;
   int err;
 
   COUNT (ST_WRITES, 1);
@@ -327,9 +328,23 @@ gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
     COUNT (ST_FUA_WRITES, 1);
   if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "pwrite", offset, count) == -1)
     return -1;
+  /* FUA with earlier writes not yet synced: one fdatasync after the
+   * write covers them and it; else RWF_DSYNC makes it durable alone.
+   */
+  if (rwf) {
+    gm_fua_begin (&sync_all);
+    if (sync_all)
+      rwf = 0;
+  }
   err = write_range (buf, count, offset, rwf);
   if (err && rwf)
     gm_failstop_sync_failed ("FUA write", err);
+  if (err == 0)
+    gm_write_done ();
+  if (err == 0 && sync_all) {
+    COUNT (ST_FUA_SYNCS, 1);
+    err = gm_datasync ();
+  }
   if (err) {
     gm_io_error ("pwrite", offset, count, err);
     return -1;

@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <unistd.h>
@@ -12,16 +13,46 @@
 #include "gmblock.h"
 #include "sizes.h"
 
+/* A FUA reply covers every write acknowledged before it, not only its
+ * own (README): RWF_DSYNC alone makes only that write durable (a FUA
+ * bio, or a sync of its own range in the page cache).  So: count the
+ * writes completed (written_gen) and, at each fdatasync, how many of
+ * them it covers (synced_gen); a FUA request that finds writes not yet
+ * covered when it starts syncs them too.
+ */
+static _Atomic uint64_t written_gen, synced_gen;
+
+void
+gm_write_done (void)
+{
+  atomic_fetch_add (&written_gen, 1);
+}
+
+uint64_t
+gm_fua_begin (bool *sync_all)
+{
+  uint64_t g = atomic_load (&written_gen);
+  *sync_all = atomic_load (&synced_gen) < g;
+  return g;
+}
+
 /* A failed fdatasync means written data may be lost, and Linux reports
  * that once only: remember it (failstop.c).
  */
-static int
-datasync (void)
+int
+gm_datasync (void)
 {
+  uint64_t g = atomic_load (&written_gen), s;
   int r = gm_engine_fdatasync (gm.fd);
-  if (r < 0)
+
+  if (r < 0) {
     gm_failstop (GM_FAILSTOP_WRITES, "fdatasync", -r);
-  return r < 0 ? -r : 0;
+    return -r;
+  }
+  s = atomic_load (&synced_gen);
+  while (s < g && !atomic_compare_exchange_weak (&synced_gen, &s, g))
+    ;
+  return 0;
 }
 
 int
@@ -32,7 +63,7 @@ gm_flush (void *handle, uint32_t flags)
   COUNT (ST_FLUSHES, 1);
   if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "flush", 0, gm.size) == -1)
     return -1;
-  if ((err = datasync ()) != 0) {
+  if ((err = gm_datasync ()) != 0) {
     gm_io_error ("flush", 0, gm.size, err);
     return -1;
   }
@@ -97,8 +128,10 @@ gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   /* A medium that cannot discard is not an error for an advisory trim. */
   if (err == EOPNOTSUPP || err == ENOTTY || err == ENODEV)
     err = 0;
+  if (err == 0)
+    gm_write_done ();
   if (err == 0 && (flags & NBDKIT_FLAG_FUA))
-    err = datasync ();
+    err = gm_datasync ();
   if (err) {
     gm_io_error ("trim", offset, count, err);
     return -1;
@@ -178,8 +211,10 @@ gm_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
     err = gm_write_zeros (hi, end - hi, rwf);
   if (err && rwf)
     gm_failstop_sync_failed ("FUA zero", err);
+  if (err == 0)
+    gm_write_done ();
   if (err == 0 && rwf)
-    err = datasync ();
+    err = gm_datasync ();
   if (err) {
     gm_io_error ("zero", offset, count, err);
     return -1;

@@ -39,6 +39,7 @@ struct gm_counter gm_stats[ST_COUNT] = {
   C (ST_STAGED_BYTES, "staged_bytes", "bytes staged through host memory because the device memory cannot take DMA"),
   C (ST_DMA_OPS, "dma_ops", "O_DIRECT transfers (into pool, device memory or nbdkit's buffer)"),
   C (ST_DMA_NS, "dma_ns", "nanoseconds spent waiting for those transfers"),
+  C (ST_FUA_SYNCS, "fua_syncs", "FUA writes that also synced earlier writes (fdatasync)"),
 };
 
 static void
