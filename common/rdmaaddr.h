@@ -30,8 +30,8 @@ int gm_rdma_addr_parse (const char *value, struct gm_rdma_addr *a,
 int gm_rdma_have_device (char *why, size_t whylen);
 
 /* The next work completion of cq (whose completion channel is cc) into
- * *wc: 1.  0 when other_fd (if >= 0) became readable first; -1 on a
- * verbs error or after timeout_ms (-1: no limit) without either.
+ * *wc: 1.  0 when other_fd (if >= 0) became readable first; -2 after
+ * timeout_ms (-1: no limit) without either; -1 on a verbs error.
  * Also verbs: RDMA modules only.
  */
 struct ibv_cq;

@@ -54,7 +54,9 @@ gm_rdma_cq_wait (struct ibv_cq *cq, struct ibv_comp_channel *cc,
     n = poll (p, other_fd >= 0 ? 2 : 1, timeout_ms);
     if (n == -1 && errno == EINTR)
       continue;
-    if (n <= 0)
+    if (n == 0)
+      return -2;
+    if (n < 0)
       return -1;
     if (other_fd >= 0 && p[1].revents)
       return 0;

@@ -12,6 +12,10 @@
  *   bad-rkey     a READ whose rkey is not ours: drops the client
  *   past-end     a READ past the end of the export: error reply EINVAL,
  *                and then a valid READ on the same connection succeeds
+ *   no-receive   a valid READ from a client that posts no receive (RNR
+ *                retries forever): the reply never completes, and the
+ *                server drops the client (about 10 s) instead of holding
+ *                its pool memory
  */
 #include <netdb.h>
 #include <poll.h>
@@ -186,7 +190,10 @@ main (int argc, char **argv)
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   if (rdma_create_qp (id, pd, &qa))
     die ("rdma_create_qp");
-  post_recv ();
+  /* no-receive: never a receive for the reply, and RNR retries forever
+   * (rnr_retry_count 7): the reply can never complete. */
+  if (strcmp (c, "no-receive") != 0)
+    post_recv ();
   gm_rp_conn_init (&rp, GM_RP_CLIENT);
   if (gm_rp_conn_hello (&rp, 1, BUF, &hello, why, sizeof why) == -1)
     return 1;
@@ -236,6 +243,16 @@ main (int argc, char **argv)
   if (strcmp (c, "bad-reserved") == 0) {
     gm_rp_encode_request (&r, mem);
     mem[1] = 1;
+    return expect_drop (c);
+  }
+  if (strcmp (c, "no-receive") == 0) {
+    /* A valid READ whose reply cannot land: its pool memory must not
+     * stay held forever (the server's reply watchdog drops us). */
+    if (gm_rp_conn_request_begin (&rp, &r, why, sizeof why)) {
+      printf ("no-receive: %s\n", why);
+      return 1;
+    }
+    gm_rp_encode_request (&r, mem);
     return expect_drop (c);
   }
   if (strcmp (c, "bad-rkey") == 0) {

@@ -87,7 +87,7 @@ device_pool (uint64_t size)
   gm_rdma_pool = gm_pool_create_on (&mem, err, sizeof err);
   if (gm_rdma_pool == NULL) {
     gm_mem_unmap (&mem);
-    nbdkit_error (NAME ": rdma-pool-memory=: %s", err);
+    nbdkit_error (NAME ": rdma-pool-memory=p2pmem (%s): %s", bdf, err);
     return -1;
   }
   snprintf (gm_rdma_set.pool_paths, sizeof gm_rdma_set.pool_paths, "%s",

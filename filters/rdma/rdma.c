@@ -369,6 +369,7 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   struct gm_rp_limits offer;
   struct gm_rp_welcome w;
   struct rdma_conn_param accept;
+  struct ibv_device_attr dev;
   uint8_t msg[GM_RP_WELCOME_SIZE];
   char why[160];
   char peer[64];
@@ -408,6 +409,15 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   accept.private_data_len = sizeof msg;
   accept.initiator_depth = cp->responder_resources ? cp->responder_resources : 1;
   accept.responder_resources = cp->initiator_depth;
+  /* Within what this device takes too (librdmacm refuses the accept
+   * otherwise): a client on another NIC may offer more. */
+  if (ibv_query_device (id->verbs, &dev) == 0) {
+    if (dev.max_qp_init_rd_atom > 0 &&
+        accept.initiator_depth > (unsigned) dev.max_qp_init_rd_atom)
+      accept.initiator_depth = dev.max_qp_init_rd_atom;
+    if (accept.responder_resources > (unsigned) dev.max_qp_rd_atom)
+      accept.responder_resources = dev.max_qp_rd_atom;
+  }
   accept.rnr_retry_count = 7;
   if (rdma_accept (id, &accept))
     goto failed;
@@ -621,10 +631,13 @@ rdma_cleanup (nbdkit_backend *b)
     pthread_join (listener, NULL);
     listener_started = false;
   }
+  /* Every client first: a worker of one may be waiting for pool memory
+   * that another's requests hold until their completions flush. */
+  for (struct client *c = clients; c; c = c->next_client)
+    rdma_disconnect (c->id);
   while (clients) {
     struct client *c = clients;
     clients = c->next_client;
-    rdma_disconnect (c->id);
     client_free (c);
   }
   if (listen_id) {

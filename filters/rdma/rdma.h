@@ -93,6 +93,7 @@ struct req {
   bool rread_done, rread_ok;    /* WRITE: the RDMA READ's completion */
   bool data_with_reply;         /* READ read whole: finish () sends it */
   uint64_t t0;                  /* taken from its receive */
+  uint64_t replied_ns;          /* its reply was posted (watchdog) */
   struct gm_span disk[MAX_PIECES], net[MAX_PIECES];
 };
 

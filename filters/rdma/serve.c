@@ -186,15 +186,16 @@ finish (struct client *c, struct req *q)
   struct ibv_sge sge = { .addr = (uintptr_t) msg, .length = sizeof msg }, dsge;
   struct ibv_send_wr wr, data, *first = &wr, *bad;
   char why[128];
-  int r;
 
   pthread_mutex_lock (&c->lock);
   rep = (struct gm_rp_reply) { .handle = q->r.handle, .error = q->error,
                                .count = q->count };
   /* The receive was reposted when the request came: give the credit
-   * back with this reply. */
-  r = gm_rp_conn_request_end (&c->rp, q->r.handle, NULL, why, sizeof why);
+   * back with this reply.  On a failed connection this fails, and the
+   * reply is posted all the same (below). */
+  (void) gm_rp_conn_request_end (&c->rp, q->r.handle, NULL, why, sizeof why);
   q->state = RQ_REPLIED;
+  q->replied_ns = gm_now_ns ();
   pthread_mutex_unlock (&c->lock);
   if (rep.error)
     COUNT (RC_ERROR_REPLIES, 1);
@@ -212,14 +213,16 @@ finish (struct client *c, struct req *q)
     data.next = &wr;
     first = &data;
   }
-  if (r == -1 || ibv_post_send (c->id->qp, first, &bad)) {
-    /* The QP is broken (the poller ends the client): no completion
-     * will come.  Any RDMA READ into the buffer has completed (its
-     * worker waited for it), so the buffer can go. */
-    pthread_mutex_lock (&c->lock);
-    release_req (c, q);
-    pthread_mutex_unlock (&c->lock);
-  }
+  /* Posted even when the connection has failed: on a queue
+   * pair in error it completes as flushed, and only that completion
+   * says the NIC is done with the buffer (earlier pieces' WRITEs may
+   * still be sending from it).  Should posting itself fail, the buffer
+   * stays held until the queue pair is destroyed
+   * (gm_rdma_client_release).
+   */
+  if (ibv_post_send (c->id->qp, first, &bad))
+    nbdkit_debug (NAME ": %s: posting a reply failed: its buffer is held "
+                  "until the client is released", c->peer);
 }
 
 /* Read piece p of q and send it as it lands (unless another piece
@@ -379,12 +382,16 @@ serve_extents (struct client *c, struct req *q)
 
     if (e_end <= pos)
       continue;
-    /* A length is 32 bits: a longer extent is cut (the client asks
-     * again from where it ends). */
+    /* A length is 32 bits: a longer extent is cut, and the reply ends
+     * there (the client asks again from where it ends).  Going on to
+     * the next extent would describe the cut-off rest with its type.
+     */
     w.length = e_end - pos > 0x80000000u ? 0x80000000u : e_end - pos;
     w.flags = e.type & (GM_RP_EXTENT_HOLE | GM_RP_EXTENT_ZERO);
     gm_rp_encode_extent (&w, (uint8_t *) q->sbuf + n++ * GM_RP_EXTENT_SIZE);
     pos += w.length;
+    if (pos < e_end)
+      break;
   }
   nbdkit_extents_free (ex);
   if (n == 0) {                 /* nbdkit always covers the offset */
@@ -603,17 +610,55 @@ stop_workers (struct client *c)
   pthread_mutex_unlock (&c->lock);
 }
 
+/* A reply whose completion has not come for REPLY_TIMEOUT_S: the
+ * client posts no receives (its NIC answers RNR, and the client chose
+ * how many retries: 7 is forever) or is gone.  Its requests hold pool
+ * memory every client shares, so it is dropped.  Checked about once a
+ * second.  Under lock.
+ */
+#define REPLY_TIMEOUT_S 10
+#define WATCH_MS 1000
+
+static bool
+reply_stalled (struct client *c, uint64_t now)
+{
+  for (unsigned i = 0; i < c->rp.lim.credits; i++)
+    if (c->reqs[i].state == RQ_REPLIED &&
+        now - c->reqs[i].replied_ns > REPLY_TIMEOUT_S * 1000000000ull)
+      return true;
+  return false;
+}
+
 void *
 gm_rdma_client_run (void *arg)
 {
   struct client *c = arg;
   struct ibv_wc wc;
   bool ending = false;
-  uint64_t deadline = 0;
+  uint64_t deadline = 0, next_watch = gm_now_ns () + WATCH_MS * 1000000ull;
 
   for (;;) {
-    int r = gm_rdma_cq_wait (c->cq, c->cc, &wc, c->wake_fd,
-                             ending ? 100 : -1);
+    int r = 1;
+    uint64_t now;
+
+    if (!ending && (now = gm_now_ns ()) >= next_watch) {
+      bool stalled;
+      next_watch = now + WATCH_MS * 1000000ull;
+      pthread_mutex_lock (&c->lock);
+      stalled = reply_stalled (c, now);
+      pthread_mutex_unlock (&c->lock);
+      if (stalled) {
+        nbdkit_error (NAME ": %s: a reply unacknowledged for %d s (does the "
+                      "client post receives?): dropping it", c->peer,
+                      REPLY_TIMEOUT_S);
+        r = -1;
+      }
+    }
+    if (r == 1)
+      r = gm_rdma_cq_wait (c->cq, c->cc, &wc, c->wake_fd,
+                           ending ? 100 : WATCH_MS);
+    if (r == -2 && !ending)
+      continue;                 /* time to watch */
 
     if (r == 1 && on_completion (c, &wc) == 0 && !ending) {
       bool done;
@@ -727,10 +772,12 @@ gm_rdma_client_release (struct client *c)
   stop_workers (c);
   for (i = 0; i < c->nstarted; i++)
     pthread_join (c->workers[i], NULL);
+  /* The queue pair first: until it is gone the NIC may still use a
+   * request's buffer (a reply whose completion never came). */
+  gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);
   if (c->reqs)
     for (i = 0; i < c->rp.lim.credits; i++)
       gm_rdma_mem_put (&c->reqs[i]);
-  gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);
   if (c->wake_fd >= 0)
     close (c->wake_fd);
   free (c->recv_buf);

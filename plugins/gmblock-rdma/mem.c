@@ -160,7 +160,7 @@ mem_attach (struct ibv_context *verbs, char *why, size_t whylen)
   pool = gm_pool_create (opt_pool, GM_HUGE_OFF, err, sizeof err);
   if (pool == NULL) {
     snprintf (why, whylen, "pool=%llu: %s", (unsigned long long) opt_pool, err);
-    goto out;
+    goto drop_pd;
   }
   pool_mr = ibv_reg_mr (pd, pool->mem.addr, pool->mem.len, REMOTE_ACCESS);
   if (pool_mr == NULL) {
@@ -169,7 +169,7 @@ mem_attach (struct ibv_context *verbs, char *why, size_t whylen)
               (unsigned long long) pool->mem.len, strerror (errno));
     gm_pool_destroy (pool);
     pool = NULL;
-    goto out;
+    goto drop_pd;
   }
   if (zero_copy && implicit) {
     implicit_mr = ibv_reg_mr (pd, NULL, SIZE_MAX,
@@ -186,6 +186,11 @@ mem_attach (struct ibv_context *verbs, char *why, size_t whylen)
                 (unsigned long long) pool->mem.len);
   ctx = verbs;
   r = 0;
+  goto out;
+ drop_pd:
+  /* Not attached: the next connect starts again from nothing. */
+  ibv_dealloc_pd (pd);
+  pd = NULL;
  out:
   pthread_mutex_unlock (&lock);
   return r;

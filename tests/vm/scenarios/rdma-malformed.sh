@@ -1,8 +1,9 @@
 # Misbehaving RDMA clients (issue 10): while the kernel NBD client holds
 # a connection through the gmblock-rdma bridge, tests/rdma-badclient
 # sends a bad hello, a short SEND, an unknown opcode, a nonzero reserved
-# byte, a READ with a foreign rkey (each must drop that client only) and
-# a READ past the end (an EINVAL reply, the connection lives on). The
+# byte, a READ with a foreign rkey, a READ from a client that posts no
+# receive for its reply (each must drop that client only) and a READ
+# past the end (an EINVAL reply, the connection lives on). The
 # attached client then still reads the image byte for byte, and new
 # bridge connections work.
 # lab-disks: virtio:64M
@@ -17,7 +18,7 @@ serve srv 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1 rdma-stats="$LA
 bridge br 10.77.0.1
 must nbdcopy "$LAB_RUN/a.img" "nbd+unix:///?socket=$LAB_RUN/br.sock"
 attach /dev/nbd0 "$LAB_RUN/br.sock"
-for c in bad-hello short-send bad-op bad-reserved bad-rkey past-end; do
+for c in bad-hello short-send bad-op bad-reserved bad-rkey past-end no-receive; do
     step "rdma-badclient $c"
     timeout 60 "$bad" 10.77.0.1 10810 "$c" || fail "rdma-badclient $c: the server did not behave"
 done
@@ -34,5 +35,5 @@ stop br
 stop srv
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv.rdma-stats")"
 counter_above protocol_errors "$(rdma_counter srv.rdma-stats protocol_errors)" 3 "bad hello, short SEND, bad opcode, reserved byte"
-counter_above clients_dropped "$(rdma_counter srv.rdma-stats clients_dropped)" 3 "short SEND, bad opcode, reserved byte, foreign rkey"
+counter_above clients_dropped "$(rdma_counter srv.rdma-stats clients_dropped)" 4 "short SEND, bad opcode, reserved byte, foreign rkey, no receive"
 echo "rdma-malformed: all checks passed"
