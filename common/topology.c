@@ -893,7 +893,8 @@ gm_topology_p2pmem_for (const char *pci_path, const char *file,
   char why[512];
 
   if (gm_topology_scan (&t, pci_path, file, why, sizeof why) == -1) {
-    snprintf (err, errlen, "%s=: cannot read the PCI topology: %s", opt, why);
+    snprintf (err, errlen, "%s=p2pmem:%s: cannot read the PCI topology: %s",
+              opt, *bdf ? bdf : "auto", why);
     return -1;
   }
   snprintf (bdf_out, bdflen, "%s", bdf);

@@ -559,6 +559,7 @@ static struct nbdkit_plugin plugin = {
   .config = bridge_config,
   .config_complete = bridge_config_complete,
   .config_help = BRIDGE_CONFIG_HELP,
+  .magic_config_key = "server",
   .get_ready = bridge_get_ready,
   .after_fork = bridge_after_fork,
   .cleanup = bridge_cleanup,

@@ -155,7 +155,8 @@ gm_buffer_setup (void)
   }
   if ((gm.pool = gm_pool_create_on (&mem, err, sizeof err)) == NULL) {
     gm_mem_unmap (&mem);
-    nbdkit_error (GM_NAME ": buffer=: %s", err);
+    nbdkit_error (GM_NAME ": buffer=%s (%s): %s",
+                  o->kind == GM_BUFFER_BAR ? "bar" : "p2pmem", bdf, err);
     return -1;
   }
   gm.pool_device = true;
