@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 1.
+/* gmblock: the RDMA transport's wire protocol, version 2.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
@@ -68,7 +68,7 @@ static const struct field welcome_f[] = {
   F (gm_rp_welcome, flags, 12), F (gm_rp_welcome, size, 16),
   F (gm_rp_welcome, min_block, 24), F (gm_rp_welcome, pref_block, 28),
   F (gm_rp_welcome, max_block, 32), F (gm_rp_welcome, max_request, 36),
-  BYTES (gm_rp_welcome, reserved, 40), BYTES (gm_rp_welcome, reason, 48),
+  F (gm_rp_welcome, instance, 40), BYTES (gm_rp_welcome, reason, 48),
 };
 static const struct field request_f[] = {
   F (gm_rp_request, op, 0), F (gm_rp_request, reserved, 1),
@@ -539,6 +539,7 @@ gm_rp_conn_accept_hello (struct gm_rp_conn *c, const void *buf, size_t len,
   w->pref_block = c->lim.pref_block;
   w->max_block = c->lim.max_block;
   w->max_request = c->lim.max_request;
+  w->instance = c->lim.instance;
   return 0;
 }
 
@@ -594,12 +595,13 @@ gm_rp_conn_take_welcome (struct gm_rp_conn *c, const void *buf, size_t len,
   if (w.version != GM_RP_VERSION)
     return broken (c, why, whylen, "server speaks version %u, not %u",
                    w.version, GM_RP_VERSION);
-  if (!all_zero (w.reserved, sizeof w.reserved))
-    return broken (c, why, whylen, "welcome: reserved field not zero");
+  if (w.instance == 0)
+    return broken (c, why, whylen, "welcome: instance is 0");
   l = (struct gm_rp_limits) {
     .size = w.size, .flags = w.flags, .min_block = w.min_block,
     .pref_block = w.pref_block, .max_block = w.max_block,
     .max_request = w.max_request, .credits = w.credits,
+    .instance = w.instance,
   };
   if (gm_rp_check_limits (&l, why, whylen))
     return broken (c, NULL, 0, NULL);

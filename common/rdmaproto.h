@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 1 (no verbs here).
+/* gmblock: the RDMA transport's wire protocol, version 2 (no verbs here).
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * docs/rdma-protocol.md is the specification; this is its code.  Every
@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_RP_VERSION        1
+#define GM_RP_VERSION        2
 #define GM_RP_HELLO_MAGIC    0x48524d47u   /* "GMRH" on the wire */
 #define GM_RP_WELCOME_MAGIC  0x57524d47u   /* "GMRW" on the wire */
 #define GM_RP_MAX_CREDITS    128           /* requests in flight per conn */
@@ -108,7 +108,9 @@ struct gm_rp_welcome {
   uint64_t size;
   uint32_t min_block, pref_block, max_block;
   uint32_t max_request;
-  uint8_t reserved[8];
+  uint64_t instance;            /* the server process (nonzero, random):
+                                 * a new one lost what the old one had
+                                 * acknowledged and not flushed */
   char reason[GM_RP_REASON_LEN]; /* printable, NUL-padded */
 };
 
@@ -147,6 +149,7 @@ struct gm_rp_limits {
   uint32_t min_block, pref_block, max_block;
   uint32_t max_request;         /* largest READ/WRITE length */
   uint16_t credits;             /* requests in flight at most */
+  uint64_t instance;            /* the welcome's (server: its own) */
 };
 
 /* Codec.  encode writes exactly the message size into buf.  decode

@@ -22,6 +22,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <unistd.h>
 
 #include "rdma.h"
@@ -268,6 +269,12 @@ client_free (struct client *c)
 }
 
 /* Open c's context on the stack below and learn what it offers. */
+/* This server process, in every welcome: a bridge that sees another
+ * instance knows the writes this one acknowledged and did not flush
+ * may be gone (docs/rdma-protocol.md).
+ */
+static uint64_t instance;
+
 static int
 open_below (struct client *c, struct gm_rp_limits *l)
 {
@@ -313,6 +320,7 @@ open_below (struct client *c, struct gm_rp_limits *l)
   l->max_block = bmax;
   l->max_request = gm_round_down (bmax < MAX_REQUEST ? bmax : MAX_REQUEST, bmin);
   l->credits = CREDITS;
+  l->instance = instance;
   if (!w)
     l->flags |= GM_RP_TF_READ_ONLY;
   if (fl)
@@ -560,6 +568,11 @@ rdma_after_fork (nbdkit_backend *b)
   backend = b;
   if (gm_stats_start (&gm_rdma_stats_out) == -1)
     return -1;
+  while (instance == 0)
+    if (getrandom (&instance, sizeof instance, 0) != sizeof instance) {
+      nbdkit_error (NAME ": getrandom: %m");
+      return -1;
+    }
   e = getaddrinfo (listen_addr.host, listen_addr.port, &hints, &ai);
   if (e) {
     nbdkit_error (NAME ": rdma=%s:%s: %s", listen_addr.host, listen_addr.port,

@@ -24,7 +24,11 @@
  * writes bumps lost_gen, and each connection's next FLUSH reports it
  * once (conn_writes_lost: the NBD client gets EIO, as from a disk that
  * lost its write cache).  Process-wide, because with multi-conn a
- * FLUSH on any connection must cover the writes of all of them.
+ * FLUSH on any connection must cover the writes of all of them.  A
+ * connection that has not noticed the restart yet (idle) is caught by
+ * the others: every welcome names the server instance, and one that
+ * connects to a new instance while another connection holds writes
+ * the old one acknowledged reports those as lost too.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,6 +67,13 @@ struct slot {
 /* Connections that broke with acknowledged, unflushed writes. */
 static _Atomic uint64_t lost_gen;
 
+/* Every open connection, to look for writes another server instance
+ * acknowledged (a connection that has not noticed the restart yet).
+ * Taken after a connection's m, never before.
+ */
+static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *conns;
+
 struct conn {
   pthread_mutex_t m;            /* everything below; never held across I/O */
   pthread_cond_t free_cv;       /* a slot was given back, or the link changed */
@@ -89,8 +100,37 @@ struct conn {
   uint64_t wacked;              /* WRITE/TRIM/ZERO without FUA acknowledged */
   uint64_t wflushed;            /* of those, covered by a FLUSH's reply */
   uint64_t lost_seen;           /* lost_gen reported by this connection */
+  /* The server instance that acknowledged writes not flushed yet (0:
+   * none), read by other connections without m. */
+  _Atomic uint64_t dirty_instance;
+  struct conn *next;            /* in conns */
   struct slot slots[GM_RP_MAX_CREDITS];
 };
+
+/* c has just connected to a server instance.  Another connection's
+ * writes acknowledged by another instance and not flushed may have died
+ * with it, and with multi-conn a FLUSH on c must cover them: so they
+ * count as lost (reported once per loss).
+ */
+static void
+check_other_instances (struct conn *c)
+{
+  uint64_t now = c->rp.lim.instance;
+
+  pthread_mutex_lock (&conns_lock);
+  for (struct conn *o = conns; o; o = o->next) {
+    uint64_t d = atomic_load (&o->dirty_instance);
+    if (o != c && d != 0 && d != now &&
+        atomic_compare_exchange_strong (&o->dirty_instance, &d, 0)) {
+      nbdkit_error (NAME ": %s:%s is a new server instance: writes another "
+                    "connection had acknowledged and not flushed may be "
+                    "lost; the next flush fails", server.host, server.port);
+      atomic_fetch_add (&lost_gen, 1);
+    }
+  }
+  pthread_mutex_unlock (&conns_lock);
+}
+
 
 static uint8_t *
 req_buf (struct conn *c, unsigned i)
@@ -357,6 +397,7 @@ connect_server (struct conn *c)
   }
   c->nslots = c->rp.lim.credits;
   c->dead = false;
+  check_other_instances (c);
   c->progress = now ();
   if (pthread_create (&c->thread, NULL, completion_thread, c)) {
     nbdkit_error (NAME ": pthread_create: %m");
@@ -427,6 +468,10 @@ conn_open (void)
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_init (&c->slots[i].done_cv, NULL);
   c->lost_seen = atomic_load (&lost_gen);
+  pthread_mutex_lock (&conns_lock);
+  c->next = conns;
+  conns = c;
+  pthread_mutex_unlock (&conns_lock);
   if (connect_retry (c) == -1) {
     conn_close (c);
     return NULL;
@@ -455,6 +500,13 @@ conn_close (struct conn *c)
     pthread_mutex_unlock (&c->m);
   }
   teardown (c);
+  pthread_mutex_lock (&conns_lock);
+  for (struct conn **p = &conns; *p; p = &(*p)->next)
+    if (*p == c) {
+      *p = c->next;
+      break;
+    }
+  pthread_mutex_unlock (&conns_lock);
   close (c->stop_fd);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_destroy (&c->slots[i].done_cv);
@@ -488,6 +540,7 @@ broken (struct conn *c, const char *why)
     c->wflushed = c->wacked;
     atomic_fetch_add (&lost_gen, 1);
   }
+  atomic_store (&c->dirty_instance, 0);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
     struct slot *s = &c->slots[i];
     if (s->posted) {
@@ -534,11 +587,16 @@ take (struct conn *c, const struct ibv_wc *wc)
   s->count = rep.count;
   if (rep.error)
     COUNT (BC_ERRORS, 1);
-  else if (r.op == GM_RP_FLUSH && s->flush_mark > c->wflushed)
+  else if (r.op == GM_RP_FLUSH && s->flush_mark > c->wflushed) {
     c->wflushed = s->flush_mark;
+    if (c->wflushed == c->wacked)
+      atomic_store (&c->dirty_instance, 0);
+  }
   else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
-           && !(r.flags & GM_RP_FLAG_FUA))
+           && !(r.flags & GM_RP_FLAG_FUA)) {
     c->wacked++;
+    atomic_store (&c->dirty_instance, c->rp.lim.instance);
+  }
   pthread_cond_signal (&s->done_cv);
   if (post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");

@@ -233,6 +233,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     .min_block = 1u << (data[4] % 18), .pref_block = 1u << (data[5] % 27),
     .max_block = data[6] == 255 ? UINT32_MAX : 1u << (data[6] % 32),
     .max_request = 1u << (data[7] % 32), .size = le (data + 8, 8),
+    .instance = 0x5eed,         /* a server's, never 0 */
   };
   gm_rp_conn_init (&sv, GM_RP_SERVER);
   gm_rp_conn_init (&cl, GM_RP_CLIENT);

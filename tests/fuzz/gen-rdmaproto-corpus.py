@@ -30,14 +30,16 @@ def header(credits=8, client_credits=4, flags=TF_ALL, min_shift=9,
                        min_shift, pref_shift, max_shift, req_shift, size)
 
 
-def hello(magic=0x48524D47, version=1, credits=4, max_request=1 << 20):
+def hello(magic=0x48524D47, version=2, credits=4, max_request=1 << 20):
     return struct.pack("<IHHI20x", magic, version, credits, max_request)
 
 
 def welcome(error=0, credits=4, flags=TF_ALL, size=64 << 20, blocks=(512, 4096, 32 << 20),
-            max_request=1 << 20, reason=b""):
-    return struct.pack("<IHHIIQIIII8x48s", 0x57524D47, 1, credits, error, flags,
-                       size, *blocks, max_request, reason)
+            max_request=1 << 20, reason=b"", instance=None):
+    if instance is None:
+        instance = 0 if error else 0x5EED
+    return struct.pack("<IHHIIQIIIIQ48s", 0x57524D47, 2, credits, error, flags,
+                       size, *blocks, max_request, instance, reason)
 
 
 def request(op, handle, offset=0, length=0, flags=0, buf=None):
@@ -67,10 +69,10 @@ SEEDS = {
     "handshake": header() + CONNECT,
     "handshake-bytes": header() + rec(HELLO, hello()) + rec(WELCOME, welcome()),
     "handshake-padded": header() + rec(HELLO, hello() + bytes(24)) + rec(WELCOME),
-    "refused-version": header() + rec(HELLO, hello(version=2)) + rec(WELCOME),
+    "refused-version": header() + rec(HELLO, hello(version=1)) + rec(WELCOME),
     "refused-welcome": header() + rec(WELCOME, welcome(
         error=95, credits=0, flags=0, size=0, blocks=(0, 0, 0), max_request=0,
-        reason=b"version 2 not supported (server speaks 1)")),
+        reason=b"version 1 not supported (server speaks 2)")),
     "read-write": header() + CONNECT
     + rec(BOTH, request(READ, 1, 0, 4096))
     + rec(BOTH, request(WRITE, 2, 4096, 8192, FUA))

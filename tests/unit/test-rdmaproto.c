@@ -28,7 +28,7 @@ static const struct gm_rp_limits lim = {
            GM_RP_TF_FAST_ZERO | GM_RP_TF_CACHE | GM_RP_TF_BLOCK_STATUS |
            GM_RP_TF_MULTI_CONN,
   .min_block = 512, .pref_block = 4096, .max_block = 32 * M,
-  .max_request = 1 * M,
+  .max_request = 1 * M, .instance = 0x1122334455667788ull,
 };
 
 static struct gm_rp_request
@@ -51,14 +51,14 @@ static void
 test_layout (void)
 {
   /* Known bytes: magic "GMRH", the handle little-endian at 8. */
-  struct gm_rp_hello h = { .magic = GM_RP_HELLO_MAGIC, .version = 1,
+  struct gm_rp_hello h = { .magic = GM_RP_HELLO_MAGIC, .version = 2,
                            .credits = 0x0102, .max_request = 0x03040506 };
   struct gm_rp_request r = { .op = GM_RP_WRITE, .flags = GM_RP_FLAG_FUA,
                              .length = 0x11223344, .handle = 0x0807060504030201,
                              .rkey = 0xaabbccdd };
   uint8_t b[GM_RP_WELCOME_SIZE] = { 0 };
   static const uint8_t hello_bytes[12] = {
-    'G', 'M', 'R', 'H', 1, 0, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03,
+    'G', 'M', 'R', 'H', 2, 0, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03,
   };
 
   gm_rp_encode_hello (&h, b);
@@ -69,6 +69,14 @@ test_layout (void)
   for (int i = 0; i < 8; i++)
     CHECK (b[8 + i] == i + 1);
   CHECK (b[32] == 0xdd && b[35] == 0xaa);
+  {
+    /* The welcome's instance, little-endian at 40. */
+    struct gm_rp_welcome w = { .magic = GM_RP_WELCOME_MAGIC, .version = 2,
+                               .instance = 0x0807060504030201ull };
+    gm_rp_encode_welcome (&w, b);
+    for (int i = 0; i < 8; i++)
+      CHECK (b[40 + i] == i + 1);
+  }
 
   /* Every wire byte belongs to a field: a struct of 0xab bytes
    * encodes to 0xab bytes only.
@@ -92,10 +100,10 @@ static void
 test_round_trip (void)
 {
   struct gm_rp_welcome w = {
-    .magic = GM_RP_WELCOME_MAGIC, .version = 1, .credits = 77, .error = 0,
+    .magic = GM_RP_WELCOME_MAGIC, .version = 2, .credits = 77, .error = 0,
     .flags = lim.flags, .size = 0x0123456789abcdefull, .min_block = 512,
     .pref_block = 4096, .max_block = 0xfedcba98, .max_request = 1 << 20,
-    .reason = "printable",
+    .instance = 0x8877665544332211ull, .reason = "printable",
   };
   struct gm_rp_request request = req (GM_RP_READ, UINT64_MAX,
                                       0x8000000000000001ull, 123456);
@@ -475,8 +483,8 @@ test_handshake (void)
     CHECK (w.credits == 0 && w.size == 0);                              \
   } while (0)
   REFUSED (h_.magic = 0x4e42444d, GM_RP_EINVAL, "bad hello magic 0x4e42444d");
-  REFUSED (h_.version = 2, GM_RP_ENOTSUP,
-           "version 2 not supported (server speaks 1)");
+  REFUSED (h_.version = 1, GM_RP_ENOTSUP,
+           "version 1 not supported (server speaks 2)");
   REFUSED (h_.reserved[19] = 1, GM_RP_EINVAL, "hello: reserved field not zero");
   REFUSED (h_.credits = 0, GM_RP_EINVAL, "hello asks for 0 credits");
   REFUSED (h_.max_request = 511, GM_RP_EINVAL,
@@ -513,8 +521,8 @@ test_handshake (void)
   WELCOME ((w_.error = GM_RP_ENOTSUP, strcpy (w_.reason, "go away")),
            "server refused with error 95: go away");
   WELCOME (w_.magic = GM_RP_HELLO_MAGIC, "bad welcome magic 0x48524d47");
-  WELCOME (w_.version = 3, "server speaks version 3, not 1");
-  WELCOME (w_.reserved[0] = 1, "welcome: reserved field not zero");
+  WELCOME (w_.version = 3, "server speaks version 3, not 2");
+  WELCOME (w_.instance = 0, "welcome: instance is 0");
   WELCOME (w_.reason[0] = '\n', "reason not printable and NUL-padded");
   WELCOME (w_.reason[47] = 'x', "reason not printable and NUL-padded");
   WELCOME ((w_.reason[0] = 'a', w_.reason[2] = 'b'),

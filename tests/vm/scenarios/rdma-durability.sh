@@ -18,7 +18,9 @@
 # (2) Writes acknowledged by a server that then died, never flushed:
 # after the restart the bridge must fail the next FLUSH (the data was
 # lost with the server's cache) instead of flushing the new server and
-# answering success; the flush after that succeeds.
+# answering success, also on another connection that had no writes and
+# had not noticed the restart (multi-conn: the welcome's server
+# instance tells it); the flush after that succeeds.
 # (3) A failing disk (nbdkit's error filter below the cache): a flush
 # whose write-back fails is an error, the next one after the disk
 # recovers succeeds and the data is on the disk.  nbdkit's error filter
@@ -195,9 +197,16 @@ if mode in ("flush", "fua", "term"):
 elif mode == "lost":
     # lost URI DISK RUN: put16 (acknowledged, not flushed: not on the
     # disk), tell the shell (RUN/written), which kills the server -9
-    # and restarts it (RUN/restarted); the next FLUSH must fail, the
-    # one after it succeed; a write and flush then land.
+    # and restarts it (RUN/restarted); the next FLUSH must fail, on
+    # another connection as on this one, the one after it succeed; a
+    # write and flush then land.
+    # Connection B, with no writes of its own, flushes first: with
+    # multi-conn its FLUSH must cover h's writes, which died with the
+    # old server (B learns it from the new instance in the welcome).
     uri, disk, run = args
+    b = connect(uri)
+    if not b.can_multi_conn():
+        sys.exit("the bridge does not advertise multi-conn")
     h, data = put16(uri)
     if on_disk(disk, range(16), data):
         sys.exit("control: the acknowledged writes reached the disk unflushed")
@@ -207,6 +216,8 @@ elif mode == "lost":
         time.sleep(0.1)
     else:
         sys.exit("the server was not restarted")
+    flush_fails(b, disk, data, "another connection's acknowledged writes "
+                "died with the server")
     flush_fails(h, disk, data, "the server died with acknowledged writes")
     h.flush()
     h.pwrite(data[0], 0)
