@@ -172,16 +172,18 @@ gm_stats_start (struct gm_stats_out *s)
   bool summary = s->to_stderr && *s->to_stderr;
   int e;
 
+  /* The first file at once (all zeros), so that a path that cannot be
+   * written shows at start-up, not when the counters are lost at exit.
+   */
+  if (s->path && write_file (s) == -1) {
+    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+    return -1;
+  }
   if (!summary && !s->interval)
     return 0;
   if (pipe2 (wake, O_CLOEXEC | O_NONBLOCK) == -1) {
     s->error ("%s: statistics thread: pipe: %m", s->prefix);
     return -1;
-  }
-  /* The first file at once, so that a bad path shows at start-up. */
-  if (s->interval && write_file (s) == -1) {
-    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
-    goto fail;
   }
   atomic_store (&stopping, false);
   e = pthread_create (&s->thread, NULL, stats_thread, s);

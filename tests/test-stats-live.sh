@@ -51,6 +51,11 @@ start_fails bridge_nofile 'gmblock-rdma:' 'stats-interval=1 needs stats=FILE' \
 # A file that cannot be written is refused at start-up, not later.
 start_fails plugin_baddir 'gmblock:' "stats=$T/no/such/dir/x.prom" 'No such file' \
     -- gmblock "$f" stats="$T/no/such/dir/x.prom" stats-interval=1
+# The same without an interval: the counters would be lost at exit.
+start_fails plugin_baddir_exit 'gmblock:' "stats=$T/no/such/dir/x" 'No such file' \
+    -- gmblock "$f" stats="$T/no/such/dir/x"
+start_fails cache_baddir_exit 'gmblock-cache:' "cache-stats=$T/no/such/dir/x" 'No such file' \
+    -- --filter=gmblock-cache gmblock "$f" cache-stats="$T/no/such/dir/x"
 
 # --- live files, read by node_exporter
 start_server live \
