@@ -85,9 +85,9 @@ gm_mem_map (struct gm_mem *m, size_t len, enum gm_huge_mode mode,
   if (mode == GM_HUGE_ON) {
     int e = errno;
     snprintf (err, errlen,
-              "hugepages=on but %zu bytes of hugetlb pages could not be "
+              "hugetlb pages required, but %zu bytes of them could not be "
               "mapped (%s): reserve them with "
-              "'echo N > /proc/sys/vm/nr_hugepages' or use hugepages=auto",
+              "'echo N > /proc/sys/vm/nr_hugepages', or set it to auto",
               len, strerror (e));
     errno = e;
     return -1;

@@ -41,8 +41,11 @@ if [[ $old != 0 ]]; then
 fi
 [[ $(awk '/^HugePages_Free/ {print $2}' /proc/meminfo) == 0 ]] ||
     skip "hugetlb pages are still reserved (in use by someone else)"
-start_fails huge_on 'gmblock:' 'hugepages=on' 'nr_hugepages' 'hugepages=auto' \
+start_fails huge_on 'gmblock:' 'hugepages=on' 'nr_hugepages' 'set it to auto' \
     -- gmblock "$f" hugepages=on
+# The cache's pool names its own option, not the plugin's.
+start_fails cache_huge_on 'gmblock-cache:' 'cache-hugepages=on' 'nr_hugepages' 'set it to auto' \
+    -- --filter=gmblock-cache gmblock "$f" cache-hugepages=on
 # ... while auto quietly falls back.
 start_server huge_auto gmblock "$f" hugepages=auto
 stop_server huge_auto

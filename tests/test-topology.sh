@@ -142,7 +142,7 @@ start_fails badbdf 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N'
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem:zz:00.0
 start_fails badkind 'expected host, p2pmem' -- \
     gmblock file="$T/disk.img" "$sp" buffer=gpu
-start_fails fallback 'buffer-fallback= applies to buffer=bar' -- \
+start_fails fallback 'buffer-fallback=stage applies to buffer=bar' -- \
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem buffer-fallback=stage
 start_fails fallback2 'buffer-fallback=maybe: expected refuse or stage' -- \
     gmblock file="$T/disk.img" "$sp" buffer-fallback=maybe
@@ -150,6 +150,9 @@ start_fails nodirect 'needs direct=true' -- \
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem direct=false
 start_fails badsysfs 'expected the bus/pci folder' -- \
     gmblock file="$T/disk.img" sysfs.path="$T/plug" buffer=p2pmem
+# Whatever buffer=: a sysfs.path= that cannot be read stops nbdkit.
+start_fails badsysfs_host 'sysfs.path=' -- \
+    gmblock file="$T/disk.img" sysfs.path="$T/no/such/bus/pci"
 fake tiny switch --storage-dev-number "$devno"
 echo 4096 >"$T/tiny/bus/pci/devices/0000:04:00.0/p2pmem/available"
 start_fails tiny 'only 4096 bytes of p2pmem are available, at least' -- \

@@ -213,8 +213,10 @@ cache_get_ready (int thread_model)
    */
   tbl.pool = gm_pool_create (cfg.size, cfg.hugepages, err, sizeof err);
   if (tbl.pool == NULL) {
-    nbdkit_error (CNAME ": cache-size=%s: %s",
-                  gm_format_size (cfg.size, s, sizeof s), err);
+    nbdkit_error (CNAME ": cache-size=%s%s: %s",
+                  gm_format_size (cfg.size, s, sizeof s),
+                  cfg.hugepages == GM_HUGE_ON ? ", cache-hugepages=on" : "",
+                  err);
     return -1;
   }
   return 0;

@@ -84,6 +84,16 @@ gm_buffer_check (void)
                   gm.buffer.kind == GM_BUFFER_P2PMEM ? "p2pmem" : "bar");
     return -1;
   }
+  /* A sysfs.path= that cannot be read says so now, whatever buffer=. */
+  if (gm.pci_path) {
+    struct gm_topology t;
+    char err[512];
+    if (gm_topology_scan (&t, gm.pci_path, NULL, err, sizeof err) == -1) {
+      nbdkit_error (GM_NAME ": %s", err);
+      return -1;
+    }
+    gm_topology_free (&t);
+  }
   return 0;
 }
 
@@ -121,8 +131,9 @@ gm_buffer_setup (void)
     gm.pool = gm_pool_create (gm.pool_size, gm.hugepages, err, sizeof err);
     if (gm.pool == NULL) {
       char size[32];
-      nbdkit_error (GM_NAME ": pool-size=%s: %s",
-                    gm_format_size (gm.pool_size, size, sizeof size), err);
+      nbdkit_error (GM_NAME ": pool-size=%s%s: %s",
+                    gm_format_size (gm.pool_size, size, sizeof size),
+                    gm.hugepages == GM_HUGE_ON ? ", hugepages=on" : "", err);
       return -1;
     }
     snprintf (gm.buffer_desc, sizeof gm.buffer_desc, "host memory (%s)",

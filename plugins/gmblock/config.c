@@ -130,9 +130,12 @@ gm_config_complete (void)
     return -1;
   if (pool_size_set && !gm.direct)
     nbdkit_debug (GM_NAME ": pool-size is not used with direct=false");
-  if (buffer_fallback_set && gm.buffer.kind != GM_BUFFER_BAR) {
-    nbdkit_error (GM_NAME ": buffer-fallback= applies to buffer=bar:BDF:N "
-                  "only (a p2pmem provider either takes DMA or is refused)");
+  /* refuse, the default, is what every other buffer= does anyway. */
+  if (buffer_fallback_set && gm.buffer.stage &&
+      gm.buffer.kind != GM_BUFFER_BAR) {
+    nbdkit_error (GM_NAME ": buffer-fallback=stage applies to "
+                  "buffer=bar:BDF:N only (a p2pmem provider either takes DMA "
+                  "or is refused)");
     return -1;
   }
   /* For the filters above (gmblock-stripe finds the RAID under it). */
