@@ -70,3 +70,14 @@ serve serial --filter=gmblock-readahead sh "$T/serial.sh"
 grep -q 'serialises all requests' "$T/serial.log" || fail "serial: no warning"
 [[ $(rcounter "$T/serial.stats" active) == 0 ]] || fail "serial: readahead is active"
 info "serial: $(grep -m1 'serialises' "$T/serial.log")"
+
+# A cache block larger than ra-max: windows would be cut to ra-max and
+# prefetch little: a warning says to raise ra-max.
+serve bigblock --filter=gmblock-readahead --filter=gmblock-cache gmblock \
+    file="$T/disk.img" cache-block-size=4M
+grep -q 'larger than ra-max=2M' "$T/bigblock.log" ||
+    { cat "$T/bigblock.log" >&2; fail "bigblock: no warning about ra-max"; }
+serve bigblock_ok --filter=gmblock-readahead --filter=gmblock-cache gmblock \
+    file="$T/disk.img" cache-block-size=4M ra-max=4M
+! grep -q 'larger than ra-max' "$T/bigblock_ok.log" || fail "bigblock_ok: a warning with ra-max=4M"
+info "bigblock: $(grep -m1 'larger than ra-max' "$T/bigblock.log")"

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "readahead.h"
+#include "sizes.h"
 
 #define PIECE_MIN (256u << 10)  /* a window is cut into pieces this big */
 
@@ -173,8 +174,17 @@ prefetch_start (nbdkit_backend *backend)
    */
   if (align < 4096 || (align & (align - 1)))
     align = 4096;
-  if (align > cfg.ra_max)
+  if (align > cfg.ra_max) {
+    /* Windows smaller than one cache block prefetch what the next
+     * read would fetch anyway: say so, the fix is the user's. */
+    char a[32], b[32];
+    fprintf (stderr, "nbdkit: " RNAME ": warning: the block below (%s, "
+             "e.g. cache-block-size=) is larger than ra-max=%s: windows are "
+             "cut to ra-max and prefetch little; set ra-max to at least the "
+             "block size\n", gm_format_size (align, a, sizeof a),
+             gm_format_size (cfg.ra_max, b, sizeof b));
     align = cfg.ra_max;
+  }
   piece_size = align > PIECE_MIN ? align : PIECE_MIN;
   /* Room for every worker's pieces of two full windows. */
   ring_cap = 2 * (cfg.ra_max / piece_size + 1) * 4 + nworkers;
