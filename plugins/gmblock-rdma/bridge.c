@@ -54,6 +54,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_TRANSPORT_ERRORS, "transport_errors", "NBD requests failed with EIO: the connection broke, or could not be made"),
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
   GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because a connection broke with acknowledged, unflushed writes"),
+  GM_COUNTER (BC_PROBES, "probes", "liveness probes: zero-length RDMA WRITEs sent after a silence with requests in flight"),
 };
 
 static struct gm_stats_out bstats_out =

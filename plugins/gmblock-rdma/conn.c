@@ -10,8 +10,8 @@
  * gm_rp_conn_take_reply (any order) and wakes the waiters.
  *
  * When the connection breaks (a failed completion, a DISCONNECTED
- * event, a malformed reply, 60 s without progress while requests are
- * in flight), the thread first moves the QP to the error state, so the
+ * event, a malformed reply, a liveness probe unanswered: see probe ()),
+ * the thread first moves the QP to the error state, so the
  * server can no longer reach our buffers, then fails every request in
  * flight with EIO and ends.  The next request with nothing in flight
  * reconnects once the others have collected their slots; the limits
@@ -49,9 +49,12 @@
 #include "bridge.h"
 
 #define TIMEOUT_MS 5000          /* connection set-up steps */
-#define SILENCE_S 60             /* requests in flight, no completion */
+#define PROBE_S 10               /* requests in flight, no completion: probe */
+#define SILENCE_S 60             /* a probe unanswered that long: broken */
 #define WR_SEND 0
+#define WR_PROBE 2
 #define WR_RECV 1                /* + reply buffer index << 1 */
+
 
 struct slot {
   pthread_cond_t done_cv;
@@ -97,6 +100,10 @@ struct conn {
   struct gm_rp_limits lim;      /* of the first connection */
   uint64_t seq;
   time_t progress;              /* last completion, or first post */
+  bool probing;                 /* a liveness probe is posted */
+  bool closing;                 /* said goodbye: the server's disconnect
+                                 * that follows is no failure */
+  time_t probe_sent;
   uint64_t wacked;              /* WRITE/TRIM/ZERO without FUA acknowledged */
   uint64_t wflushed;            /* of those, covered by a FLUSH's reply */
   uint64_t lost_seen;           /* lost_gen reported by this connection */
@@ -299,7 +306,7 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
   /* Requests are signaled one in opt_credits (conn_post): up to that
    * many unsignaled ones wait for a signaled one to retire them, behind
    * at most opt_credits in flight, + the goodbye. */
-  qa.cap.max_send_wr = 2 * opt_credits + 1;
+  qa.cap.max_send_wr = 2 * opt_credits + 2; /* + goodbye, probe */
   qa.cap.max_recv_wr = opt_credits;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   if (rdma_create_qp (c->id, mem_pd (), &qa)) {
@@ -397,6 +404,7 @@ connect_server (struct conn *c)
   }
   c->nslots = c->rp.lim.credits;
   c->dead = false;
+  c->probing = false;
   check_other_instances (c);
   c->progress = now ();
   if (pthread_create (&c->thread, NULL, completion_thread, c)) {
@@ -495,6 +503,7 @@ conn_close (struct conn *c)
     pthread_mutex_lock (&c->m);
     if (gm_rp_conn_request_begin (&c->rp, &r, why, sizeof why) == 0) {
       gm_rp_encode_request (&r, m);
+      c->closing = true;
       ibv_post_send (c->id->qp, &wr, &bad);
     }
     pthread_mutex_unlock (&c->m);
@@ -529,8 +538,11 @@ broken (struct conn *c, const char *why)
 
   if (c->dead)
     return;
-  nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
-                server.port, why);
+  if (c->closing)
+    nbdkit_debug (NAME ": %s:%s: closed: %s", server.host, server.port, why);
+  else
+    nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
+                  server.port, why);
   ibv_modify_qp (c->id->qp, &a, IBV_QP_STATE);
   c->dead = true;
   if (c->wacked > c->wflushed) {
@@ -564,10 +576,13 @@ take (struct conn *c, const struct ibv_wc *wc)
   struct slot *s;
 
   if (wc->status != IBV_WC_SUCCESS) {
-    broken (c, ibv_wc_status_str (wc->status));
+    broken (c, wc->wr_id == WR_PROBE ? "the server does not answer a "
+            "liveness probe" : ibv_wc_status_str (wc->status));
     return false;
   }
   c->progress = now ();
+  if (wc->wr_id == WR_PROBE)
+    c->probing = false;         /* its NIC answers: keep waiting */
   if (!(wc->wr_id & WR_RECV))
     return true;                /* a SEND went out: its reply tells more */
   if (gm_rp_conn_take_reply (&c->rp, reply_buf (c, i), wc->byte_len, &rep, &r,
@@ -603,6 +618,28 @@ take (struct conn *c, const struct ibv_wc *wc)
     return false;
   }
   return true;
+}
+
+/* A request may take long (a FLUSH writing back a large cache to a slow
+ * disk): silence alone does not mean the server is gone.  After
+ * PROBE_S without a completion, a zero-length RDMA WRITE (no buffer, no
+ * key: the responder checks none for zero length, IBTA C9-88) asks the
+ * server's NIC.  Answered: the server lives, the wait goes on.  Not:
+ * its retries end in an error completion, and the connection is broken.
+ * Called with m held.
+ */
+static int
+probe (struct conn *c)
+{
+  struct ibv_send_wr wr = { .wr_id = WR_PROBE, .opcode = IBV_WR_RDMA_WRITE,
+                            .send_flags = IBV_SEND_SIGNALED }, *bad;
+
+  if (ibv_post_send (c->id->qp, &wr, &bad))
+    return -1;
+  c->probing = true;
+  c->probe_sent = now ();
+  COUNT (BC_PROBES, 1);
+  return 0;
 }
 
 static void *
@@ -660,8 +697,14 @@ completion_thread (void *arg)
       }
     }
     pthread_mutex_lock (&c->m);
-    if (c->rp.in_use && now () - c->progress > SILENCE_S) {
-      broken (c, "60 s without a completion");
+    if (c->probing && now () - c->probe_sent > SILENCE_S) {
+      broken (c, "a liveness probe unanswered for 60 s");
+      pthread_mutex_unlock (&c->m);
+      return NULL;
+    }
+    if (c->rp.in_use && !c->probing && now () - c->progress >= PROBE_S
+        && probe (c) == -1) {
+      broken (c, "cannot post a liveness probe");
       pthread_mutex_unlock (&c->m);
       return NULL;
     }
