@@ -213,7 +213,7 @@ gm_rp_error_to_wire (int host_errno)
     return 0;
   if (host_errno == EROFS)
     return GM_RP_EPERM;
-  if (host_errno == EFBIG)
+  if (host_errno == EFBIG || host_errno == EDQUOT)   /* as nbdkit does */
     return GM_RP_ENOSPC;
   if (host_errno == EOPNOTSUPP)  /* may differ from ENOTSUP elsewhere */
     return GM_RP_ENOTSUP;

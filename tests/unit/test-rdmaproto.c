@@ -408,6 +408,7 @@ test_errors (void)
   CHECK_EQ_U64 (gm_rp_error_to_wire (EIO), GM_RP_EIO);
   CHECK_EQ_U64 (gm_rp_error_to_wire (EROFS), GM_RP_EPERM);
   CHECK_EQ_U64 (gm_rp_error_to_wire (EFBIG), GM_RP_ENOSPC);
+  CHECK_EQ_U64 (gm_rp_error_to_wire (EDQUOT), GM_RP_ENOSPC);
   CHECK_EQ_U64 (gm_rp_error_to_wire (EOPNOTSUPP), GM_RP_ENOTSUP);
   CHECK_EQ_U64 (gm_rp_error_to_wire (EBADF), GM_RP_EINVAL);
   CHECK_EQ_U64 (gm_rp_error_from_wire (GM_RP_ENOSPC), ENOSPC);
