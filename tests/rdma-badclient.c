@@ -12,6 +12,8 @@
  *   bad-rkey     a READ whose rkey is not ours: drops the client
  *   past-end     a READ past the end of the export: error reply EINVAL,
  *                and then a valid READ on the same connection succeeds
+ *   full         connect to a server already serving rdma-max-clients
+ *                clients: refused, error ENOSPC
  *   no-receive   a valid READ from a client that posts no receive (RNR
  *                retries forever): the reply never completes, and the
  *                server drops the client (about 10 s) instead of holding
@@ -210,11 +212,15 @@ main (int argc, char **argv)
       printf ("bad-hello: refused with EINVAL: %s\n", w.reason);
       return 0;
     }
+    if (strcmp (c, "full") == 0 && w.error == GM_RP_ENOSPC) {
+      printf ("full: refused with ENOSPC: %s\n", w.reason);
+      return 0;
+    }
     printf ("%s: refused (error %u: %s)\n", c, w.error, w.reason);
     return 1;
   case RDMA_CM_EVENT_ESTABLISHED:
-    if (strcmp (c, "bad-hello") == 0) {
-      printf ("bad-hello: the server accepted a bad hello\n");
+    if (strcmp (c, "bad-hello") == 0 || strcmp (c, "full") == 0) {
+      printf ("%s: the server accepted the connection\n", c);
       return 1;
     }
     break;

@@ -21,6 +21,9 @@ start_fails pool_word 'rdma-pool=lots' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=lots
 start_fails threads_zero 'rdma-threads=0' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=0
 start_fails threads_big 'rdma-threads=65' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=65
 start_fails threads_word 'rdma-threads=many' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=many
+start_fails clients_zero 'rdma-max-clients=0' 'from 1 to 4096' -- "${f[@]}" rdma=10.0.0.1 rdma-max-clients=0
+start_fails clients_big 'rdma-max-clients=5000' 'from 1 to 4096' -- "${f[@]}" rdma=10.0.0.1 rdma-max-clients=5000
+start_fails clients_word 'rdma-max-clients=lots' 'from 1 to 4096' -- "${f[@]}" rdma=10.0.0.1 rdma-max-clients=lots
 start_fails threads_neg 'rdma-threads=-1' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=-1
 start_fails piece_odd 'rdma-piece=3000' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=3000
 start_fails piece_small 'rdma-piece=2K' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=2K

@@ -42,6 +42,8 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_trace, "gmblock-rdma_debug_trace");
 #define CREDITS 16              /* offered per client at most */
 #define DEFAULT_THREADS 8        /* two piece reads per member of a 4-disk array */
 #define MAX_THREADS 64
+#define DEFAULT_MAX_CLIENTS 64   /* each: a context below, 1 + rdma-threads threads */
+#define MAX_MAX_CLIENTS 4096
 #define DEFAULT_PIECE (256u << 10)
 
 /* Configuration. */
@@ -51,6 +53,7 @@ static uint64_t pool_size = DEFAULT_POOL;
 static bool piece_set;          /* rdma-piece= given */
 struct rdma_settings gm_rdma_set = {
   .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE, .pool_stage = true,
+  .max_clients = DEFAULT_MAX_CLIENTS,
 };
 
 /* Process-wide RDMA state, from .after_fork to .cleanup. */
@@ -106,6 +109,21 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
       return -1;
     }
     gm_rdma_set.threads = n;
+    return 0;
+  }
+  if (strcmp (key, "rdma-max-clients") == 0) {
+    char *end;
+    unsigned long n;
+    errno = 0;
+    n = strtoul (value, &end, 10);
+    if (errno || end == value || *end || value[0] == '-' || n < 1 ||
+        n > MAX_MAX_CLIENTS) {
+      nbdkit_error (NAME ": rdma-max-clients=%s: expected a number of RDMA "
+                    "clients served at once from 1 to %d", value,
+                    MAX_MAX_CLIENTS);
+      return -1;
+    }
+    gm_rdma_set.max_clients = n;
     return 0;
   }
   if (strcmp (key, "rdma-piece") == 0) {
@@ -223,6 +241,7 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   "rdma=ADDR[:PORT]        Listen for RDMA clients there (port 10810).\n" \
   "rdma-pool=SIZE          Registered buffer pool shared by RDMA clients (32M).\n" \
   "rdma-threads=N          Request workers per RDMA client (8).\n" \
+  "rdma-max-clients=N      RDMA clients served at once (64).\n" \
   "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
   "rdma-split=alone|always Split a READ only when alone in service (alone).\n" \
   "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \
@@ -381,11 +400,26 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   uint8_t msg[GM_RP_WELCOME_SIZE];
   char why[160];
   char peer[64];
+  unsigned n;
 
   peer_name (id, peer, sizeof peer);
   if (id->verbs != pd->context) {
     gm_rp_welcome_refusal (&w, GM_RP_ENOTSUP,
                            "connected through another RDMA device");
+    refuse (id, &w, peer);
+    return;
+  }
+  /* Each client holds a context below and its own threads: bounded. */
+  pthread_mutex_lock (&clients_lock);
+  n = 0;
+  for (struct client *o = clients; o; o = o->next_client)
+    n++;
+  pthread_mutex_unlock (&clients_lock);
+  if (n >= gm_rdma_set.max_clients) {
+    snprintf (why, sizeof why, "too many RDMA clients (rdma-max-clients=%u)",
+              gm_rdma_set.max_clients);
+    nbdkit_error (NAME ": refusing %s: %s", peer, why);
+    gm_rp_welcome_refusal (&w, GM_RP_ENOSPC, why);
     refuse (id, &w, peer);
     return;
   }

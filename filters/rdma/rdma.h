@@ -44,6 +44,7 @@ extern struct gm_counter gm_rdma_stats[RC_COUNT];
 /* Settings (rdma.c), fixed once the server runs. */
 struct rdma_settings {
   unsigned threads;             /* request workers per client */
+  unsigned max_clients;         /* RDMA clients at once */
   uint32_t piece;               /* split READs into pieces this big; 0: no */
   uint32_t streams;             /* stripe data disks: pieces per stream
                                  * by chunk column; 0: a stream a piece */

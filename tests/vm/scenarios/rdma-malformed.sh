@@ -3,7 +3,9 @@
 # sends a bad hello, a short SEND, an unknown opcode, a nonzero reserved
 # byte, a READ with a foreign rkey, a READ from a client that posts no
 # receive for its reply (each must drop that client only) and a READ
-# past the end (an EINVAL reply, the connection lives on). The
+# past the end (an EINVAL reply, the connection lives on).  A server
+# at rdma-max-clients=1 refuses a second client with ENOSPC, and takes
+# one again once the first has left. The
 # attached client then still reads the image byte for byte, and new
 # bridge connections work.
 # lab-disks: virtio:64M
@@ -33,6 +35,25 @@ cmp -n $((32 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out2.img" || fail "a new connect
 detach /dev/nbd0
 stop br
 stop srv
+step "a server at rdma-max-clients refuses one more (ENOSPC), then serves again"
+serve full 10813 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1:10812 rdma-max-clients=1
+bridge brf 10.77.0.1:10812
+python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/brf.sock" \
+    -c "import time; h.pread(4096, 0); open('$LAB_RUN/held', 'w').close(); time.sleep(8)" &
+holder=$!
+for i in $(seq 100); do [ -e "$LAB_RUN/held" ] && break; sleep 0.1; done
+[ -e "$LAB_RUN/held" ] || fail "the first client of the full server did not read"
+timeout 60 "$bad" 10.77.0.1 10812 full || fail "rdma-badclient full: not refused with ENOSPC"
+wait $holder || fail "the client already served failed"
+again=no
+for i in $(seq 50); do
+    if timeout 60 "$bad" 10.77.0.1 10812 past-end >/dev/null; then again=yes; break; fi
+    sleep 0.2
+done
+[ $again = yes ] || fail "the server did not take a client again once the first left"
+echo "a client is served again once the first has left"
+stop brf
+stop full
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv.rdma-stats")"
 counter_above protocol_errors "$(rdma_counter srv.rdma-stats protocol_errors)" 3 "bad hello, short SEND, bad opcode, reserved byte"
 counter_above clients_dropped "$(rdma_counter srv.rdma-stats clients_dropped)" 4 "short SEND, bad opcode, reserved byte, foreign rkey, no receive"
