@@ -70,6 +70,25 @@ static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- Options. */
 
+/* A whole number from 1 to max for key, or a message saying so. */
+static int
+parse_count (const char *key, const char *value, unsigned max,
+             const char *what, unsigned *out)
+{
+  char *end;
+  unsigned long n;
+
+  errno = 0;
+  n = strtoul (value, &end, 10);
+  if (errno || end == value || *end || value[0] == '-' || n < 1 || n > max) {
+    nbdkit_error (NAME ": %s=%s: expected a number of %s from 1 to %u",
+                  key, value, what, max);
+    return -1;
+  }
+  *out = n;
+  return 0;
+}
+
 static int
 rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
              const char *key, const char *value)
@@ -97,35 +116,12 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     }
     return 0;
   }
-  if (strcmp (key, "rdma-threads") == 0) {
-    char *end;
-    unsigned long n;
-    errno = 0;
-    n = strtoul (value, &end, 10);
-    if (errno || end == value || *end || value[0] == '-' || n < 1 ||
-        n > MAX_THREADS) {
-      nbdkit_error (NAME ": rdma-threads=%s: expected a number of request "
-                    "workers per RDMA client from 1 to %d", value, MAX_THREADS);
-      return -1;
-    }
-    gm_rdma_set.threads = n;
-    return 0;
-  }
-  if (strcmp (key, "rdma-max-clients") == 0) {
-    char *end;
-    unsigned long n;
-    errno = 0;
-    n = strtoul (value, &end, 10);
-    if (errno || end == value || *end || value[0] == '-' || n < 1 ||
-        n > MAX_MAX_CLIENTS) {
-      nbdkit_error (NAME ": rdma-max-clients=%s: expected a number of RDMA "
-                    "clients served at once from 1 to %d", value,
-                    MAX_MAX_CLIENTS);
-      return -1;
-    }
-    gm_rdma_set.max_clients = n;
-    return 0;
-  }
+  if (strcmp (key, "rdma-threads") == 0)
+    return parse_count (key, value, MAX_THREADS,
+                        "request workers per RDMA client", &gm_rdma_set.threads);
+  if (strcmp (key, "rdma-max-clients") == 0)
+    return parse_count (key, value, MAX_MAX_CLIENTS,
+                        "RDMA clients served at once", &gm_rdma_set.max_clients);
   if (strcmp (key, "rdma-piece") == 0) {
     const char *w = "out of range";
     uint64_t n = 0;
