@@ -11,7 +11,8 @@
 # instant the flush is answered: every write acknowledged before the
 # flush was sent is on the disk (O_DIRECT), byte for byte.  FUA writes
 # among plain ones, kill -9 after 96 acks: every FUA one is on the disk,
-# and so is every plain one acknowledged before the last FUA reply.
+# and so is every plain one acknowledged before an acknowledged FUA write
+# was sent.
 # SIGTERM with 16 in flight: every write acknowledged is on the disk
 # after the exit (the RDMA clients stop before the cache's last
 # write-back).
@@ -120,12 +121,13 @@ if mode in ("flush", "fua", "term"):
         sys.exit("the bridge does not advertise multi-conn: a flush on "
                  "another connection would not have to cover these writes")
     inflight, acked, fcookie, sent, failed = {}, [], None, 0, 0
-    termed, batch, ack_batch = False, 0, {}
+    termed, batch, ack_batch, sent_at = False, 0, {}, {}
     while True:
         while sent < N and len(inflight) < DEPTH and not termed:
             i = order[sent]; sent += 1
             fl = nbd.CMD_FLAG_FUA if mode == "fua" and i % 2 else 0
             inflight[h.aio_pwrite(data[i], i * SZ, flags=fl)] = i
+            sent_at[i] = batch      # every ack of batches <= this was seen
         if mode == "flush" and fcookie is None and len(acked) >= AT:
             before, busy = list(acked), len(inflight)
             # Control: the cache holds them, the disk does not (yet).
@@ -144,12 +146,14 @@ if mode in ("flush", "fua", "term"):
             break
         if mode == "fua" and len(acked) >= AT:
             os.kill(pid, signal.SIGKILL)
-            # A FUA reply covers every write acknowledged before it: the
-            # FUA ones, and the plain ones seen before the last FUA one.
-            last = max(ack_batch[i] for i in acked if i % 2)
+            # A FUA reply covers every write acknowledged before the FUA
+            # write was sent (as a flush does; not those acknowledged
+            # while it was in flight): the FUA ones, and the plain ones
+            # seen before the last acknowledged FUA write was sent.
+            last = max(sent_at[i] for i in acked if i % 2)
             fuas = [i for i in acked if i % 2]
-            plain = [i for i in acked if not i % 2 and ack_batch[i] < last]
-            later = [i for i in acked if not i % 2 and ack_batch[i] >= last]
+            plain = [i for i in acked if not i % 2 and ack_batch[i] <= last]
+            later = [i for i in acked if not i % 2 and ack_batch[i] > last]
             before, busy = fuas + plain, len(inflight)
             break
         if mode == "term" and not termed and len(acked) >= AT:
@@ -181,8 +185,8 @@ if mode in ("flush", "fua", "term"):
                      "before the SIGTERM (write-back not in effect)")
     else:
         print("kill -9 after %d acks (%d in flight): %d FUA, %d plain ones "
-              "acknowledged before the last FUA reply (all must be on the "
-              "disk), %d after it (%d of them on the disk)" %
+              "acknowledged before the last acknowledged FUA write was sent "
+              "(all must be on the disk), %d after (%d of them on the disk)" %
               (len(acked), busy, len(fuas), len(plain), len(later),
                len(on_disk(disk, later, data))))
     ok = on_disk(disk, before, data)
