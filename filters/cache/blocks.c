@@ -364,10 +364,9 @@ block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
  */
 static int
 write_through (uint64_t b, uint32_t from, uint32_t to, const char *src,
-               bool fua, int *err)
+               int *err)
 {
-  if (lower_pwrite (src, to - from, blk_off (b) + from,
-                    fua ? NBDKIT_FLAG_FUA : 0, err) == -1)
+  if (lower_pwrite (src, to - from, blk_off (b) + from, 0, err) == -1)
     return -1;
   block_update (b, from, to, src, false);
   return 0;
@@ -375,7 +374,7 @@ write_through (uint64_t b, uint32_t from, uint32_t to, const char *src,
 
 int
 block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
-                  bool fua, int *err)
+                  int *err)
 {
   struct shard *sh = shard_of (b);
   uint32_t s, len = blk_len (b);
@@ -405,7 +404,7 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
        */
       CCOUNT (CS_NO_SLOT, 1);
       pthread_mutex_unlock (&sh->lock);
-      return write_through (b, from, to, src, fua, err);
+      return write_through (b, from, to, src, err);
     }
     if (t == RETRY)
       continue;
@@ -440,14 +439,6 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
     atomic_fetch_add (&tbl.ndirty, 1);
   }
   sl->excl = false;
-  /* FUA: write the block back now.  The exclusive hold becomes the
-   * write-back's shared hold without dropping the lock, so the block is
-   * marked in flight (wb) before anyone can look: a flush from another
-   * connection must wait for it, since it carries earlier acknowledged
-   * writes to this block too.
-   */
-  if (fua)
-    r = slot_write_back (sh, s, NBDKIT_FLAG_FUA, err);
   shard_wake (sh);
  out:
   pthread_mutex_unlock (&sh->lock);

@@ -147,12 +147,12 @@ enum admit { ADMIT_NO, ADMIT_A1IN, ADMIT_AM };
 int block_read (struct conn *c, uint64_t b, uint32_t from, uint32_t to,
                 char *dst, bool prefetch, bool scan, int *err);
 /* Store [from, to) of block b from src into the cache, marking it dirty
- * (write-back modes), filling it first if the write is partial.  With
- * fua, the block is written back before returning.  If the block is not
- * resident and no slot can be freed, the piece is written below instead.
+ * (write-back modes), filling it first if the write is partial.  If the
+ * block is not resident and no slot can be freed, the piece is written
+ * below instead.  (FUA is a flush after it: ops.c fua_flush.)
  */
 int block_write_back (uint64_t b, uint32_t from, uint32_t to,
-                      const char *src, bool fua, int *err);
+                      const char *src, int *err);
 /* After a write went below: update a resident copy of block b, or
  * (allocate, when whole and 'allocate') keep the new data; a fill in
  * progress is marked stale.
@@ -195,7 +195,7 @@ uint32_t dirty_clock (void);
 /* Write back one resident dirty slot.  Caller holds sh->lock; it is
  * dropped and retaken around the I/O.  Returns 0 or -1 with *err.
  */
-int slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err);
+int slot_write_back (struct shard *sh, uint32_t s, int *err);
 /* Write back every dirty block in [b0, b1] (whole cache: 0, UINT64_MAX);
  * waits for write-backs already in flight.
  */

@@ -121,7 +121,7 @@ cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
       piece (b, offset, end, &from, &to);
       r = block_write_back (b, from, to,
                             (const char *) buf + (blk_off (b) + from - offset),
-                            false, err);
+                            err);
     }
   }
   else {

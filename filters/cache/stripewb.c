@@ -399,7 +399,7 @@ stripe_wb_evict (struct shard *sh, uint32_t s, int *err)
    * from letting go of its blocks.
    */
   if (!swb.on || (g = gather_take (false)) == NULL)
-    return slot_write_back (sh, s, 0, err);
+    return slot_write_back (sh, s, err);
   hold (sl);
   pthread_mutex_unlock (&sh->lock);
   r = unit_write_back (stripe_wb_unit_of (b), b, s, g, err);

@@ -42,7 +42,7 @@ dirty_clock (void)
 }
 
 int
-slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err)
+slot_write_back (struct shard *sh, uint32_t s, int *err)
 {
   struct slot *sl = &tbl.slots[s];
   uint64_t b = sl->blk;
@@ -53,7 +53,7 @@ slot_write_back (struct shard *sh, uint32_t s, uint32_t flags, int *err)
   sl->dirty = false;
   atomic_fetch_sub (&tbl.ndirty, 1);
   pthread_mutex_unlock (&sh->lock);
-  r = lower_pwrite (slot_mem (s), blk_len (b), blk_off (b), flags, err);
+  r = lower_pwrite (slot_mem (s), blk_len (b), blk_off (b), 0, err);
   pthread_mutex_lock (&sh->lock);
   sl->shared--;
   sl->wb = false;
@@ -90,7 +90,7 @@ wb_one (struct shard *sh, uint32_t s, void *opaque)
     shard_wait (sh);
     return false;
   }
-  if (slot_write_back (sh, s, 0, &err) == -1)
+  if (slot_write_back (sh, s, &err) == -1)
     atomic_compare_exchange_strong (&res->err, &zero, err ? err : EIO);
   return true;
 }

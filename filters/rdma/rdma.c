@@ -60,6 +60,8 @@ struct rdma_settings gm_rdma_set = {
 static struct rdma_event_channel *cm_ch;
 static struct rdma_cm_id *listen_id;
 static struct ibv_pd *pd;
+/* Its device's limits (read once; zero if the query failed). */
+static struct ibv_device_attr dev_attr;
 static nbdkit_backend *backend;
 static pthread_t listener;
 static bool listener_started;
@@ -392,7 +394,6 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   struct gm_rp_limits offer;
   struct gm_rp_welcome w;
   struct rdma_conn_param accept;
-  struct ibv_device_attr dev;
   uint8_t msg[GM_RP_WELCOME_SIZE];
   char why[160];
   char peer[64];
@@ -449,13 +450,12 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   accept.responder_resources = cp->initiator_depth;
   /* Within what this device takes too (librdmacm refuses the accept
    * otherwise): a client on another NIC may offer more. */
-  if (ibv_query_device (id->verbs, &dev) == 0) {
-    if (dev.max_qp_init_rd_atom > 0 &&
-        accept.initiator_depth > (unsigned) dev.max_qp_init_rd_atom)
-      accept.initiator_depth = dev.max_qp_init_rd_atom;
-    if (accept.responder_resources > (unsigned) dev.max_qp_rd_atom)
-      accept.responder_resources = dev.max_qp_rd_atom;
-  }
+  if (dev_attr.max_qp_init_rd_atom > 0 &&
+      accept.initiator_depth > (unsigned) dev_attr.max_qp_init_rd_atom)
+    accept.initiator_depth = dev_attr.max_qp_init_rd_atom;
+  if (dev_attr.max_qp_rd_atom > 0 &&
+      accept.responder_resources > (unsigned) dev_attr.max_qp_rd_atom)
+    accept.responder_resources = dev_attr.max_qp_rd_atom;
   accept.rnr_retry_count = 7;
   if (rdma_accept (id, &accept))
     goto failed;
@@ -631,6 +631,8 @@ rdma_after_fork (nbdkit_backend *b)
     nbdkit_error (NAME ": ibv_alloc_pd: %m");
     goto fail;
   }
+  if (ibv_query_device (listen_id->verbs, &dev_attr))
+    memset (&dev_attr, 0, sizeof dev_attr);
   if (gm_rdma_memory_setup (pd, pool_size) == -1 ||
       gm_rdma_memory_probe (b) == -1)
     goto fail;

@@ -55,7 +55,6 @@
 #define WR_PROBE 2
 #define WR_RECV 1                /* + reply buffer index << 1 */
 
-
 struct slot {
   pthread_cond_t done_cv;
   bool busy;                    /* reserved by a request */
@@ -137,7 +136,6 @@ check_other_instances (struct conn *c)
   }
   pthread_mutex_unlock (&conns_lock);
 }
-
 
 static uint8_t *
 req_buf (struct conn *c, unsigned i)

@@ -115,8 +115,9 @@ int gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
               uint32_t flags);
 int gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
                uint32_t flags);
-/* Write zeros to a range smaller than one aligned block, or anywhere. */
-int gm_write_zeros (uint64_t offset, uint64_t count, int rw_flags);
+/* Write zeros to a range smaller than one aligned block, or anywhere
+ * (plain writes: a FUA zero syncs after them). */
+int gm_write_zeros (uint64_t offset, uint64_t count);
 
 /* ops.c */
 int gm_flush (void *handle, uint32_t flags);
@@ -126,19 +127,20 @@ int gm_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *extents);
 int gm_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
 /* A FUA request covers the writes completed before it: gm_write_done
- * counts each completed write, trim or zero; gm_fua_begin says whether
- * some are not yet covered by an fdatasync (then sync after the
- * request); gm_datasync syncs the file (fail-stop on failure).
+ * counts each completed write, trim or zero; gm_unsynced_writes says
+ * whether some are not yet covered by an fdatasync (then a FUA write
+ * syncs after itself); gm_datasync syncs the file (fail-stop on
+ * failure).
  */
 void gm_write_done (void);
-uint64_t gm_fua_begin (bool *sync_all);
+bool gm_unsynced_writes (void);
 int gm_datasync (void);
 
 /* failstop.c: after a lost write-back, refuse what would promise more.
  * gm_failstop_refuse returns 0, or -1 with the error reported and EIO
  * set for the client when the plugin is stopped at level lv or above.
- * gm_failstop_sync_failed: a FUA write failed with err; stop if it took
- * a write-back error (or is EIO).
+ * gm_failstop_sync_failed: an RWF_DSYNC write failed with err; stop if
+ * it took a write-back error (or is EIO).
  */
 enum gm_failstop { GM_FAILSTOP_NONE, GM_FAILSTOP_WRITES, GM_FAILSTOP_ALL };
 int gm_failstop_open (void);

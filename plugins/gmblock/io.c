@@ -331,10 +331,9 @@ gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
   /* FUA with earlier writes not yet synced: one fdatasync after the
    * write covers them and it; else RWF_DSYNC makes it durable alone.
    */
-  if (rwf) {
-    gm_fua_begin (&sync_all);
-    if (sync_all)
-      rwf = 0;
+  if (rwf && gm_unsynced_writes ()) {
+    sync_all = true;
+    rwf = 0;
   }
   err = write_range (buf, count, offset, rwf);
   if (err && rwf)
@@ -356,11 +355,11 @@ gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
 static const char zero_block[64 * 1024];
 
 int
-gm_write_zeros (uint64_t offset, uint64_t count, int rwf)
+gm_write_zeros (uint64_t offset, uint64_t count)
 {
   while (count > 0) {
     uint64_t n = count < sizeof zero_block ? count : sizeof zero_block;
-    int err = write_range (zero_block, n, offset, rwf);
+    int err = write_range (zero_block, n, offset, 0);
     if (err)
       return err;
     offset += n;
