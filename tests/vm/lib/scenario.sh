@@ -61,6 +61,37 @@ scenario_job() {
     echo "export LAB_NAME LAB_SCENARIO LAB_REPO LAB_KDIR LAB_DATASET LAB_MANIFEST"
 }
 
+# guest_tail RUNDIR: why a guest ended without a result, for the FAIL
+# line (CI shows that line, not the console log): qemu's last message,
+# else the console's last lines.
+guest_tail() {
+    if [ -s "$1/qemu.log" ]; then
+        printf ': %s' "$(tail -n 1 "$1/qemu.log")"
+    elif [ -s "$1/console.log" ]; then
+        printf '; console ends: %s' "$(grep -v '^[[:space:]]*$' "$1/console.log" |
+            tail -n 4 | tr -d '\r' | paste -sd '|')"
+    fi
+}
+
+# boot_scenario RUNDIR NAME LIMIT DISKS: boot the guest (sets rc). A guest
+# that ends before the scenario even started (its console never printed
+# the runner's start line: a boot that died in the kernel or in the
+# initramfs, nothing the scenario did) boots once more, saying so; a
+# scenario that started is never rerun, whatever happened to it.
+boot_scenario() {
+    for attempt in 1 2; do
+        # shellcheck disable=SC2086
+        boot_guest "$1" "$3" $4 $HOST_DISKS
+        rc=$?
+        if [ "$attempt" = 2 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] ||
+            grep -q "^lab: scenario $2 starting" "$1/console.log" 2>/dev/null; then
+            return
+        fi
+        say "$2: the guest ended before the scenario started (qemu exit $rc$(guest_tail "$1")); booting once more"
+        mv "$1/console.log" "$1/console.boot1.log"
+    done
+}
+
 scenario_run() (
     set -f     # disk specs and URIs are split on spaces, never globbed
     name=$1
@@ -101,15 +132,12 @@ scenario_run() (
     if ! host_before "$dir" >"$dir/host.log" 2>&1; then
         reason="host setup failed" log=$dir/host.log
     else
-        # shellcheck disable=SC2086
-        boot_guest "$dir" "$limit" $disks $HOST_DISKS
-        rc=$?
+        boot_scenario "$dir" "$name" "$limit" "$disks"
         status=$(cat "$dir/out/status" 2>/dev/null)
         if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
             reason="guest killed after the ${limit}s time limit"
         elif [ -z "$status" ]; then
-            reason="guest ended without a result, qemu exit $rc"
-            [ -s "$dir/qemu.log" ] && reason="$reason: $(tail -n 1 "$dir/qemu.log")"
+            reason="guest ended without a result, qemu exit $rc$(guest_tail "$dir")"
         elif [ "$status" != 0 ]; then
             log=$dir/out/scenario.log
             reason=$(cat "$dir/out/reason" 2>/dev/null)
