@@ -533,6 +533,7 @@ static void
 broken (struct conn *c, const char *why)
 {
   struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
+  int e;
 
   if (c->dead)
     return;
@@ -541,7 +542,17 @@ broken (struct conn *c, const char *why)
   else
     nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
                   server.port, why);
-  ibv_modify_qp (c->id->qp, &a, IBV_QP_STATE);
+  e = ibv_modify_qp (c->id->qp, &a, IBV_QP_STATE);
+  if (e) {
+    /* Requests' buffers go back to the pool below; the server must not
+     * reach them any more: a disconnect moves the QP to error too. */
+    nbdkit_error (NAME ": %s:%s: cannot move the queue pair to the error "
+                  "state: %s; disconnecting", server.host, server.port,
+                  strerror (e));
+    if (rdma_disconnect (c->id))
+      nbdkit_error (NAME ": %s:%s: rdma_disconnect: %m", server.host,
+                    server.port);
+  }
   c->dead = true;
   if (c->wacked > c->wflushed) {
     nbdkit_error (NAME ": %" PRIu64 " writes acknowledged since the last "
