@@ -181,7 +181,8 @@ dedup (const struct gm_seq_table *t, unsigned self, uint64_t *start,
         const struct gm_seq_window *w = &t->s[i].win[j];
         uint64_t a = *start, b = *start + *len;
         uint64_t wa = w->start, wb = w->start + w->len;
-        if (w->state == GM_WIN_FREE || overlap (a, b, wa, wb) == 0)
+        /* An orphan's queued pieces will be skipped: it covers nothing. */
+        if (w->state == GM_WIN_FREE || w->orphan || overlap (a, b, wa, wb) == 0)
           continue;
         if (wa <= a) {          /* covers the front (or all) */
           uint64_t cut = (wb < b ? wb : b) - a;
@@ -189,10 +190,13 @@ dedup (const struct gm_seq_table *t, unsigned self, uint64_t *start,
           *len -= cut;
           trimmed += cut;
         }
-        else {                  /* covers the back */
+        else if (wb >= b) {     /* covers the back */
           trimmed += b - wa;
           *len = wa - a;
         }
+        else                    /* inside: cutting there would leave
+                                 * [wb, b) never prefetched */
+          continue;
         changed = true;
       }
     }
@@ -414,7 +418,7 @@ gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
       continue;
     for (unsigned j = 0; j < GM_SEQ_WINDOWS; j++) {
       struct gm_seq_window *w = &s->win[j], *nw;
-      uint64_t we = w->start + w->len, a, b, v;
+      uint64_t we = w->start + w->len, a, b, v, cost;
 
       /* Queued windows will read the new data anyway; what the reader
        * has passed no longer matters.
@@ -440,15 +444,19 @@ gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
       w->invalidated += v;
       t->ledger.invalidated += v;
       *dropped += v;
-      /* Fetch the changed blocks again, if there is room right now. */
-      if (n == max_refill || b - a > room || (nw = free_slot (s)) == NULL)
+      /* Fetch the changed blocks again, if there is room right now.
+       * Each refill is queued as whole pieces: charge it that much, or
+       * several small refills overrun the caller's queue.
+       */
+      cost = t->cfg.piece ? gm_round_up (b - a, t->cfg.piece) : b - a;
+      if (n == max_refill || cost > room || (nw = free_slot (s)) == NULL)
         continue;
       nw->state = GM_WIN_QUEUED;
       nw->start = a;
       nw->len = b - a;
       nw->id = new_id (t);
       t->ledger.queued += b - a;
-      room -= b - a;
+      room -= cost;
       refill[n++] = (struct gm_seq_issue) {
         .stream = i, .win = nw, .start = a, .len = b - a,
       };

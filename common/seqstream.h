@@ -79,6 +79,9 @@ struct gm_seq_config {
   unsigned slack_reqs;          /* ... or this many request sizes */
   unsigned confirm;             /* continuing reads before readahead */
   uint64_t stale_ticks;         /* idle this long: may be replaced first */
+  uint64_t piece;               /* the caller queues a window as pieces of
+                                 * this many bytes (room is counted in
+                                 * whole pieces); 0: no cutting */
 };
 
 struct gm_seq_ledger {

@@ -31,6 +31,7 @@ streams_init (uint64_t export_size, uint64_t align)
     .slack_reqs = SLACK_REQS,
     .confirm = CONFIRM,
     .stale_ticks = STALE_READS,
+    .piece = piece_size,
   };
   gm_seq_init (&table, stream_slots, RA_STREAMS, &c);
 }

@@ -256,6 +256,35 @@ test_dedup_and_failure (void)
   check_ledger_balances ();
 }
 
+/* Another stream's window strictly inside the new one: trimming the
+ * back there would leave the rest after it never prefetched, so the
+ * new window is kept whole.
+ */
+static void
+test_dedup_window_inside (void)
+{
+  struct gm_seq_issue is;
+  uint64_t off;
+  bool issued = false;
+
+  setup (1024 * M);
+  streams[5].live = true;
+  streams[5].hits = 5;
+  streams[5].next = 10 * M;
+  streams[5].win[0] = (struct gm_seq_window) {
+    .start = 320 * K, .len = 64 * K, .state = GM_WIN_DONE, .id = 999,
+    .issued = 64 * K,
+  };
+  for (off = 0; off < 3 * 64 * K; off += 64 * K)
+    if (gm_seq_read (&t, off, 64 * K, UINT64_MAX, &is) && is.win) {
+      CHECK_EQ_U64 (is.start, 192 * K);
+      CHECK_EQ_U64 (is.start + is.len, streams[is.stream].pf_end);
+      CHECK_EQ_U64 (is.dedup, 0);
+      issued = true;
+    }
+  CHECK (issued);
+}
+
 /* Queue a 256K window [192K,448K) for a stream read in 64K requests,
  * cut into pieces of piece bytes (the last one shorter if need be).
  */
@@ -396,6 +425,29 @@ test_export_end_and_room (void)
   CHECK_EQ_U64 (is.len, 64 * K);            /* room, rounded to align */
 }
 
+/* Refills are queued as whole pieces: room counts pieces, not bytes.
+ * Two 64K refills with room for one 256K piece: only one is queued.
+ */
+static void
+test_invalidate_room_in_pieces (void)
+{
+  struct gm_seq_issue is, refill[4];
+  uint64_t off, dropped;
+
+  setup (1024 * M);
+  t.cfg.piece = 256 * K;
+  for (off = 0; off < 96 * K; off += 4096)
+    read_and_complete (off, 4096, &is);
+  CHECK_EQ_U64 (streams[0].pf_end, 256 * K);
+  /* Blocks [64K,128K) and [128K,192K), in two windows. */
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 100 * K, 64 * K, 256 * K, refill, 4,
+                                   &dropped), 1);
+  CHECK_EQ_U64 (refill[0].len, 64 * K);
+  refill[0].win->pieces_left = 1;
+  gm_seq_retire_all (&t);
+  check_ledger_balances ();
+}
+
 int
 main (void)
 {
@@ -405,8 +457,10 @@ main (void)
   test_interleaved_and_reordered ();
   test_sequential_survives_random_storm ();
   test_invalidate_refills ();
+  test_invalidate_room_in_pieces ();
   test_claim_skips_passed_and_dropped ();
   test_dedup_and_failure ();
+  test_dedup_window_inside ();
   test_failed_piece_counts_only_itself ();
   test_export_end_and_room ();
   UNIT_DONE ();
