@@ -564,7 +564,7 @@ blocks_hold_range (uint64_t b0, uint64_t b1)
 
 struct release_args {
   uint64_t off, len;
-  bool ok;
+  bool ok, keep_dirty;
 };
 
 static bool
@@ -583,15 +583,19 @@ release_one (struct shard *sh, uint32_t s, void *opaque)
   if (sl->held_by_range) {
     sl->held_by_range = false;
     sl->excl = false;
-    if (a->ok && sl->dirty && (lo > start || hi < end)) {
-      /* Dirty and partly covered: the bytes outside the range exist
-       * only here, so keep the block and zero the covered part.
-       */
-      memset (slot_mem (s) + (lo - start), 0, hi - lo);
+    if (!a->ok && sl->dirty) {
       shard_wake (sh);
       return true;
     }
-    if (!a->ok && sl->dirty) {
+    if (a->ok && sl->dirty && (a->keep_dirty || lo > start || hi < end)) {
+      /* Dirty and partly covered: the bytes outside the range exist
+       * only here, so keep the block and zero the covered part.  A
+       * trim keeps even a wholly covered dirty block (zeroed): dropping
+       * it would bring back the older data on the disk whenever the
+       * trim below did not unmap (discard=ignore, partial blocks of a
+       * device, a medium that cannot discard).
+       */
+      memset (slot_mem (s) + (lo - start), 0, hi - lo);
       shard_wake (sh);
       return true;
     }
@@ -616,8 +620,8 @@ release_one (struct shard *sh, uint32_t s, void *opaque)
 
 void
 blocks_release_range (uint64_t b0, uint64_t b1, uint64_t off, uint64_t len,
-                      bool ok)
+                      bool ok, bool keep_dirty)
 {
-  struct release_args a = { off, len, ok };
+  struct release_args a = { off, len, ok, keep_dirty };
   visit_range (b0, b1, release_one, &a);
 }

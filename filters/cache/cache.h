@@ -169,7 +169,8 @@ void visit_range (uint64_t b0, uint64_t b1,
  */
 void blocks_hold_range (uint64_t b0, uint64_t b1);
 void blocks_release_range (uint64_t b0, uint64_t b1, uint64_t off,
-                           uint64_t len, bool ok);
+                           uint64_t len, bool ok,
+                           bool keep_dirty);
 
 /* ---- lower.c: every call to the layer below ---- */
 int lower_open (nbdkit_backend *backend);

@@ -206,7 +206,7 @@ change_range (enum change what, uint32_t count, uint64_t offset,
   if (r == 0 && fua && !cfg.unsafe && !cfg.writes_back &&
       lower.can_fua == NBDKIT_FUA_NONE)
     r = lower_flush (err);
-  blocks_release_range (b0, b1, offset, count, r == 0);
+  blocks_release_range (b0, b1, offset, count, r == 0, what == TRIM);
   gm_range_unlock (&wlocks, &rl);
   if (r == 0 && fua)
     r = fua_flush (err);
