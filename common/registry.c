@@ -12,6 +12,21 @@
 
 #define PREFIX "GMBLOCK_REG_"
 
+/* The process that loaded the module.  Without -f, nbdkit forks into
+ * the background after .get_ready and before .after_fork, where some
+ * modules look entries up: the pid they were published with is this
+ * one, not getpid () there.  An environment inherited from another
+ * nbdkit (--run) still carries another pid, and is still ignored.
+ */
+static long load_pid;
+
+__attribute__((constructor))
+static void
+note_load_pid (void)
+{
+  load_pid = (long) getpid ();
+}
+
 static int
 var_name (const char *key, char *buf, size_t len)
 {
@@ -35,7 +50,7 @@ gm_registry_publish (const char *key, const char *value)
 
   if (var_name (key, name, sizeof name) == -1)
     return -1;
-  if (asprintf (&v, "%ld:%s", (long) getpid (), value) == -1)
+  if (asprintf (&v, "%ld:%s", load_pid, value) == -1)
     return -1;
   r = setenv (name, v, 1);
   free (v);
@@ -53,7 +68,7 @@ gm_registry_lookup (const char *key)
     return NULL;
   errno = 0;
   pid = strtol (v, &end, 10);
-  if (errno || end == v || *end != ':' || pid != (long) getpid ())
+  if (errno || end == v || *end != ':' || pid != load_pid)
     return NULL;
   return strdup (end + 1);
 }

@@ -9,7 +9,8 @@
 # evictions in a tiny cache keep to stripes too; stripes that start
 # inside the export (a partition of md) are found.  Data through the
 # gmblock plugin byte for byte: nbdcopy both ways, and a kill -9 after
-# a flush loses nothing acknowledged before it.
+# a flush loses nothing acknowledged before it. nbdkit in the background
+# (no -f) still hands the stripe from the filter to the cache.
 . "$(dirname "$0")/functions.sh"
 require nbdkit nbdcopy python3
 cd "$T"
@@ -363,3 +364,20 @@ sys.exit(0 if got == d else "after recovery the flushed data differs")
 PY
 stop_server hd
 info "held stripes: flush then kill -9 over a slow disk loses nothing; failing writes fail the flush until they recover"
+
+# 8. nbdkit in the background (no -f): it forks between gmblock-stripe
+# publishing the stripe (.get_ready) and gmblock-cache reading it
+# (.after_fork); the cache must still get it.
+randfile bg.img $((4 << 20))
+"$NBDKIT" -U "$T/bg.sock" -P "$T/bg.pid" --log=stderr \
+    --filter=gmblock-stripe --filter=gmblock-cache gmblock file="$T/bg.img" \
+    stripe-chunk=64K stripe-data-disks=3 stripe-parity=1 cache-mode=writeback \
+    cache-stats="$T/bg.stats" 2>"$T/bg.log" || fail "background: nbdkit did not start"
+bgpid=$(cat "$T/bg.pid")
+_pids+=("$bgpid")
+nbdcopy bg.img "nbd+unix:///?socket=$T/bg.sock"
+kill "$bgpid"
+for i in $(seq 100); do kill -0 "$bgpid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$bgpid" 2>/dev/null && fail "background: nbdkit did not exit on SIGTERM"
+expect "background: wb_stripe_bytes" "$(ccounter bg.stats wb_stripe_bytes)" 196608
+info "background: the cache writes back in stripes of 192K"
