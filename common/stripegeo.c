@@ -38,12 +38,19 @@ static int
 read_u64 (const char *dir, const char *rel, uint64_t *v)
 {
   char buf[64], *end;
+  unsigned long long n;
 
   if (read_str (dir, rel, buf, sizeof buf) == -1)
     return -1;
   errno = 0;
-  *v = strtoull (buf, &end, 10);
-  return errno || end == buf || *end || buf[0] == '-' ? -1 : 0;
+  n = strtoull (buf, &end, 10);
+  /* Leave *v alone unless the whole line is a number: the callers keep
+   * their default (0) for a value that is not one.
+   */
+  if (errno || end == buf || *end || buf[strspn (buf, " \t")] == '-')
+    return -1;
+  *v = n;
+  return 0;
 }
 
 int

@@ -120,6 +120,23 @@ expect "raid5: parity" "$(scounter raid5.stats parity)" 1
 grep -q 'md0 raid5: chunk 64K, 3 data disks, parity 1, full stripe 192K' "$T/raid5.log" ||
     { cat "$T/raid5.log" >&2; fail "raid5: verbose geometry line missing"; }
 
+# 3b. A chunk_size that is not a whole number is no geometry (it was
+# read as 64K), and a detected stripe over 32M passes through even with
+# stripe-parity= given (only what options make too large is refused).
+echo 65536x >"$md0/md/chunk_size"
+serve junk "${gm[@]}"
+expect "junk chunk: preferred" "$(bsize junk preferred)" "$pref0"
+stop_server junk
+grep -q 'no RAID geometry: md0: raid5: chunk_size 0' "$T/junk.log" ||
+    { cat "$T/junk.log" >&2; fail "junk chunk: no note"; }
+echo 16777216 >"$md0/md/chunk_size"
+serve huge "${gm[@]}" stripe-parity=1
+expect "huge stripe: preferred" "$(bsize huge preferred)" "$pref0"
+stop_server huge
+grep -q 'larger than 32M.*passing everything through' "$T/huge.log" ||
+    { cat "$T/huge.log" >&2; fail "huge stripe: no pass-through note"; }
+echo 65536 >"$md0/md/chunk_size"
+
 # 4. RAID1 does not stripe: one note, pass-through.
 echo raid1 >"$md0/md/level"; echo 2 >"$md0/md/raid_disks"
 serve raid1 "${gm[@]}"

@@ -127,10 +127,15 @@ geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
     return startup ? -1 : 0;
   }
   if (geo->chunk > MAX_STRIPE / geo->data_disks) {
-    if (startup && any_option) {
-      nbdkit_error (SNAME ": a full stripe of stripe-data-disks=%u x "
-                    "stripe-chunk=%s is larger than %s, the largest request "
-                    "(expected chunk x data disks up to %s)", geo->data_disks,
+    /* Refuse only what the options made too large; a detected stripe
+     * that is too large passes through, with or without stripe-parity.
+     */
+    if (startup && (cfg.chunk || cfg.data_disks)) {
+      nbdkit_error (SNAME ": a full stripe of %s%u x %s%s is larger than %s, "
+                    "the largest request (expected chunk x data disks up "
+                    "to %s)", cfg.data_disks ? "stripe-data-disks=" :
+                    "the detected data disks ", geo->data_disks,
+                    cfg.chunk ? "stripe-chunk=" : "the detected chunk ",
                     gm_format_size (geo->chunk, a, sizeof a),
                     gm_format_size (MAX_STRIPE, b, sizeof b), b);
       return -1;
