@@ -22,6 +22,7 @@
 #include "topology.h"
 
 #define MAX_DEPTH 8             /* nesting of md/dm/loop layers */
+#define MAX_WALKS 4096          /* block directories visited per file */
 
 /* libpci's error callback must not return (its default exits), so it
  * jumps back to the scan with the message; the scan runs once, single
@@ -70,12 +71,21 @@ static int
 read_u64 (const char *path, uint64_t *v)
 {
   char buf[64], *end;
+  uint64_t x;
 
   if (read_line (path, buf, sizeof buf) == -1)
     return -1;
+  /* A number and nothing else: strtoull takes "-1" (as 2^64-1) and
+   * stops quietly at junk.  *v is left alone on failure.
+   */
+  if (!isdigit ((unsigned char) buf[0]))
+    return -1;
   errno = 0;
-  *v = strtoull (buf, &end, 0);
-  return errno || end == buf ? -1 : 0;
+  x = strtoull (buf, &end, 0);
+  if (errno || end == buf || *end != '\0')
+    return -1;
+  *v = x;
+  return 0;
 }
 
 static bool
@@ -249,6 +259,8 @@ scan_pci (struct gm_topology *t, char *err, size_t errlen)
   if (setjmp (pci_escape)) {
     snprintf (err, errlen, "libpci (sysfs.path=%s): %s", t->pci_path,
               pci_message);
+    /* pacc is not modified after setjmp, so it is still valid here. */
+    pci_cleanup (pacc);
     return -1;
   }
   pci_set_param (pacc, "sysfs.path", t->pci_path);
@@ -277,6 +289,18 @@ scan_pci (struct gm_topology *t, char *err, size_t errlen)
       t->fn[i].parent = gm_topology_find (t, bdf);
   }
   pci_cleanup (pacc);
+  /* A tree never loops, but a sysfs.path= of symlinks can: a function
+   * whose directory sits inside its own, or two inside each other.
+   * Every walk up the parents below must end, so cut any cycle.
+   */
+  for (size_t i = 0; i < t->nfn; i++) {
+    size_t steps = 0;
+    for (int x = t->fn[i].parent; x >= 0; x = t->fn[x].parent)
+      if (++steps > t->nfn) {
+        t->fn[i].parent = -1;
+        break;
+      }
+  }
   classify_bridges (t);
   return 0;
 }
@@ -363,7 +387,10 @@ walk_block (struct gm_topology *t, const char *dir, int depth)
   bool any = false;
 
   append (t->chain, sizeof t->chain, "%s%s", *t->chain ? " " : "", name);
-  if (depth > MAX_DEPTH)
+  /* The depth bounds a chain, the budget a tree whose members lead
+   * back to it (slaves/ links in a sysfs.path= of symlinks).
+   */
+  if (depth > MAX_DEPTH || ++t->walks > MAX_WALKS)
     return;
 
   /* A partition: its disk is the directory above. */
@@ -500,8 +527,17 @@ gm_topology_scan (struct gm_topology *t, const char *pci_path,
   size_t len, tail = strlen ("/bus/pci");
 
   memset (t, 0, sizeof *t);
-  snprintf (t->pci_path, sizeof t->pci_path, "%s",
-            pci_path ? pci_path : GM_TOPO_DEFAULT_SYSFS);
+  if (pci_path == NULL)
+    pci_path = GM_TOPO_DEFAULT_SYSFS;
+  /* Every path below is built from these two: a cut one would read
+   * another tree (or none) without saying so.
+   */
+  if (strlen (pci_path) >= sizeof t->sysfs_root + tail) {
+    snprintf (err, errlen, "sysfs.path=%.200s...: too long (at most %zu "
+              "characters)", pci_path, sizeof t->sysfs_root + tail - 1);
+    return -1;
+  }
+  snprintf (t->pci_path, sizeof t->pci_path, "%s", pci_path);
   len = strlen (t->pci_path);
   while (len > 1 && t->pci_path[len - 1] == '/')
     t->pci_path[--len] = '\0';
@@ -930,11 +966,15 @@ gm_parse_bdf (const char *s, size_t len, char *out, size_t outlen)
     return -1;
   memcpy (tmp, s, len);
   tmp[len] = '\0';
-  if (sscanf (tmp, "%x:%x:%x.%x%n", &d, &b, &dv, &f, &n) == 4 &&
+  /* Field widths: no digits beyond what a field holds (an unbounded %x
+   * would read "100000000" into an unsigned and wrap it to 0).
+   */
+  if (sscanf (tmp, "%4x:%2x:%2x.%1x%n", &d, &b, &dv, &f, &n) == 4 &&
       tmp[n] == '\0')
     ;
   else if (d = 0, n = 0,
-           sscanf (tmp, "%x:%x.%x%n", &b, &dv, &f, &n) == 3 && tmp[n] == '\0')
+           sscanf (tmp, "%2x:%2x.%1x%n", &b, &dv, &f, &n) == 3 &&
+           tmp[n] == '\0')
     ;
   else
     return -1;

@@ -73,6 +73,7 @@ struct gm_topology {
   char storage_note[512];       /* why a layer has no PCI function */
   int storage[GM_TOPO_MAX_STORAGE];
   size_t nstorage;
+  unsigned walks;               /* block directories visited (a budget) */
   struct gm_rdma_dev rdma[GM_TOPO_MAX_RDMA];
   size_t nrdma;
   const char *p2pdma_kernel;    /* "yes", "no" or "unknown" */

@@ -106,6 +106,23 @@ bad 2 'usage:' --bogus
 "$topo" -O sysfs.path="$T/switch/bus/pci" no-such-disk >"$T/nd.txt"
 expect "$T/nd.txt" 'no-such-disk: no such file, and no block device of that name'
 
+info "gmblock-topology: trees that loop end, odd values are no values"
+# A function's folder inside one of its own name (its parent is itself),
+# and md0's members leading back to md0: each walk must end.
+fake loop switch
+d=$T/loop/devices/pci0000:00/0000:00:06.0/0000:01:00.0/0000:02:01.0
+mv "$d/0000:04:00.0" "$T/moved" && mkdir "$d/0000:04:00.0" && mv "$T/moved" "$d/0000:04:00.0/0000:04:00.0"
+ln -sfn "$(realpath --relative-to="$T/loop/bus/pci/devices" "$d/0000:04:00.0/0000:04:00.0")" \
+    "$T/loop/bus/pci/devices/0000:04:00.0"
+for i in 0 1 2 3 4 5; do ln -s ../../md0 "$T/loop/devices/virtual/block/md0/slaves/self$i"; done
+echo 16646144x >"$d/0000:04:00.0/0000:04:00.0/p2pmem/available"
+timeout 20 "$topo" -O sysfs.path="$T/loop/bus/pci" md0 >"$T/loop.txt" ||
+    fail "gmblock-topology on a tree that loops: exit $? (124: it did not end)"
+[[ $(wc -l <"$T/loop.txt") -lt 100 ]] || fail "gmblock-topology on a tree that loops: $(wc -l <"$T/loop.txt") lines"
+reject "$T/loop.txt" '16646144'
+long=$T/$(printf 'x%.0s' $(seq 300))
+bad 1 'sysfs.path=.*too long' -O sysfs.path="$long/bus/pci"
+
 # A tree where the test's own filesystem is nvme0n1 behind the switch.
 randfile "$T/disk.img" 8M
 devno=$(stat -c %d "$T/disk.img")
@@ -140,6 +157,10 @@ start_fails nobar 'BAR number must be 0 to 5' -- \
     gmblock file="$T/disk.img" "$sp" buffer=bar:0000:04:00.0:6
 start_fails badbdf 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N' -- \
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem:zz:00.0
+start_fails widebdf 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem:100000000:04:00.0
+start_fails widebdf2 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem:004:00.0
 start_fails badkind 'expected host, p2pmem' -- \
     gmblock file="$T/disk.img" "$sp" buffer=gpu
 start_fails fallback 'buffer-fallback=stage applies to buffer=bar' -- \
