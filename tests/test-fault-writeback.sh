@@ -20,6 +20,9 @@
 #     fail-stop.
 #  D. a FUA write syncs the writes completed before it that no fdatasync
 #     covered yet (counter fua_syncs), and only those.
+#  E. concurrent flushes share fdatasyncs and lose nothing (kill -9).
+#  A2 (after A): two flushes racing, the second must not answer before
+#     the first has published the error.
 . "$(dirname "$0")/functions.sh"
 require losetup mkfs.ext2 filefrag fallocate
 [[ $(id -u) == 0 ]] || skip "needs root (tmpfs and loop devices)"
@@ -76,6 +79,21 @@ if mode == "fua":
     ok("FUA write 4 (syncs it)", h2.pwrite, b"\x22" * 4096, 8192, nbd.CMD_FLAG_FUA)
     sys.exit(0)
 
+if mode == "race":
+    # Flush 1 takes the write-back error; the plugin is slow to publish
+    # it (-D gmblock.failstop_delay_ms=2000). Flush 2, sent 0.5 s later
+    # on the other connection, finds no error left in the kernel: it
+    # must still fail, never answer "durable".
+    import threading, time
+    ok("write to the unbacked range", h1.pwrite, b"\x33" * 1000, 8 << 20)
+    subprocess.run(["sync"])
+    t = threading.Thread(target=lambda: fails("flush 1 (takes the error)", h1.flush))
+    t.start()
+    time.sleep(0.5)
+    fails("flush 2 (sent while flush 1 publishes the error)", h2.flush)
+    t.join()
+    sys.exit(0)
+
 lost_at, fua_at = {"loop": (8 << 20, 0), "tail": (size - 1000, 0)}[mode]
 # Acknowledged: it sits in the page cache, where its write-back fails.
 ok("write to the unbacked range", h1.pwrite, b"\x33" * 1000, lost_at)
@@ -117,6 +135,17 @@ grep -q "acknowledged data may be lost" "$T/loop.log" ||
     { cat "$T/loop.log" >&2; fail "A: no fail-stop message in the log"; }
 info "A: $(grep -m1 'acknowledged data may be lost' "$T/loop.log")"
 
+# A2. The same disk, two flushes racing: the one that does not take the
+# error must not answer before fail-stop is in place.
+loopdev_detach "$LOOP"
+truncate -s 0 "$T/tmA/back.img"; truncate -s 16M "$T/tmA/back.img"
+dd if=/dev/urandom of="$T/tmA/back.img" bs=1M count=1 conv=notrunc status=none
+loopdev "$T/tmA/back.img"
+start_server race -D gmblock.failstop_delay_ms=2000 gmblock file="$LOOP" direct=false
+client race race || fail "A2: a flush racing the one that took the error answered success"
+stop_server race
+info "A2: a flush racing the one that takes the write-back error fails too"
+
 # B. O_DIRECT, the buffered tail of an odd-sized file.
 mkdir "$T/tmB" "$T/mnt"
 mount -t tmpfs -o size=6M none "$T/tmB" || skip "cannot mount a tmpfs"
@@ -154,3 +183,35 @@ for d in true false; do
     [[ $v == 2 ]] || fail "D (direct=$d): fua_syncs is '$v', expected 2 (FUA writes 1 and 4)"
 done
 info "a lost write-back fails every later flush, on every connection"
+
+# E. Concurrent flushes share fdatasyncs (counter syncs_shared) without
+# losing anything: 4 connections write and flush 150 times each, then
+# kill -9; every flushed write is in the file.
+truncate -s 16M "$T/share.img"
+start_server share -D gmblock.stats=1 gmblock file="$T/share.img"
+timeout 120 /usr/bin/python3 - "$T/share.sock" "$T/share.want" <<'PY' || fail "E: concurrent writes and flushes failed"
+import nbd, os, sys, threading
+want = bytearray(16 << 20)
+def run(i):
+    h = nbd.NBD(); h.connect_unix(sys.argv[1])
+    for k in range(150):
+        off = (i * 1000 + k) * 4096
+        d = os.urandom(4096)
+        h.pwrite(d, off)
+        want[off:off + 4096] = d
+        h.flush()
+ts = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+for t in ts: t.start()
+for t in ts: t.join()
+open(sys.argv[2], "wb").write(want)
+PY
+pid=$(server_pid share)
+kill -USR1 "$pid"; sleep 0.5    # the counters, into the log
+kill -KILL "$pid"
+for i in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
+wait "$pid" 2>/dev/null || true
+eval "_pid_share="
+cmp "$T/share.img" "$T/share.want" || fail "E: a flushed write is missing after kill -9"
+shared=$(awk '$1 == "gmblock.syncs_shared" { print $2 }' "$T/share.log" | tail -n 1)
+[[ $shared =~ ^[0-9]+$ ]] || { cat "$T/share.log" >&2; fail "E: no syncs_shared counter"; }
+info "E: 600 concurrent flushes ($shared answered by another's fdatasync), every flushed write on disk after kill -9"

@@ -45,7 +45,11 @@ gm_shared_init (void)
    * registered ring fd (the registration belongs to one thread).
    */
   ring = gm_engine_new_ring (SHARED_DEPTH, 0);
-  return ring ? 0 : -1;
+  if (ring == NULL) {
+    nbdkit_error (GM_NAME ": ring=shared: io_uring_queue_init: %m");
+    return -1;
+  }
+  return 0;
 }
 
 void

@@ -35,22 +35,21 @@ ring_destroy (void *p)
   free (u);
 }
 
-/* Make a ring and, if start-up found it works, register the pool. */
+/* Make a ring and, if start-up found it works, register the pool.
+ * NULL with errno set; the caller says why.
+ */
 struct gm_uring *
 gm_engine_new_ring (unsigned depth, unsigned want)
 {
   struct gm_uring *u = malloc (sizeof *u);
   int r;
 
-  if (u == NULL) {
-    nbdkit_error (GM_NAME ": malloc: %m");
+  if (u == NULL)
     return NULL;
-  }
   r = gm_uring_init (u, depth, want);
   if (r < 0) {
-    errno = -r;
-    nbdkit_error (GM_NAME ": io_uring_queue_init: %m");
     free (u);
+    errno = -r;
     return NULL;
   }
   /* Should registration fail here anyway, the ring uses plain buffers. */
@@ -73,9 +72,19 @@ my_ring (void)
     thread_ring = NULL;
   }
   if (thread_ring == NULL) {
+    /* Tried again at every request (descriptors may be free again);
+     * said once per thread.
+     */
+    static __thread bool said;
     thread_ring = gm_engine_new_ring (RING_DEPTH, RING_WANT);
     if (thread_ring)
       pthread_setspecific (ring_key, thread_ring);
+    else if (!said) {
+      said = true;
+      nbdkit_error (GM_NAME ": io_uring_queue_init: %m: this thread "
+                    "serves its requests with preadv2/pwritev2/fdatasync "
+                    "until a ring can be made");
+    }
   }
   return thread_ring;
 }
@@ -138,8 +147,13 @@ gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
   case GM_RING_NONE:
     return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
   default:
+    /* No ring for this thread (EMFILE, ENOMEM: each worker thread's ring
+     * is one more descriptor): the request is still served, by plain
+     * preadv2/pwritev2, rather than failed with an error that is not the
+     * disk's.
+     */
     if ((u = my_ring ()) == NULL)
-      return -ENOMEM;
+      return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
     return lost_if_dead (u, gm_uring_rw (u, op, fd, buf, len, off, rwf));
   }
 }
@@ -152,9 +166,12 @@ gm_engine_fdatasync (int fd)
   /* Flushes are rare: the shared design sends them through this
    * thread's own ring too rather than complicating the combiner.
    */
-  if (gm.ring == GM_RING_NONE)
+  /* Without a ring (none configured, or none could be made for this
+   * thread: EMFILE, ENOMEM), fdatasync(2) itself.  Never report the
+   * ring's absence as the sync's failure: gm_datasync takes every error
+   * for a lost write-back and stops the server for good.
+   */
+  if (gm.ring == GM_RING_NONE || (u = my_ring ()) == NULL)
     return fdatasync (fd) == -1 ? -errno : 0;
-  if ((u = my_ring ()) == NULL)
-    return -ENOMEM;
   return lost_if_dead (u, gm_uring_fsync (u, fd, true));
 }

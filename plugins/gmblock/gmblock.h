@@ -135,6 +135,8 @@ int gm_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags);
 void gm_write_done (void);
 bool gm_unsynced_writes (void);
 int gm_datasync (void);
+void gm_sync_lock_shared (void);
+void gm_sync_unlock (void);
 
 /* failstop.c: after a lost write-back, refuse what would promise more.
  * gm_failstop_refuse returns 0, or -1 with the error reported and EIO
@@ -160,7 +162,7 @@ enum gm_stat {
   ST_MEMCPY_READ_BYTES, ST_MEMCPY_WRITE_BYTES, ST_RMW_BYTES,
   ST_WIDEN_BYTES, ST_SERVED_BYTES, ST_ERRORS,
   ST_DMA_DEVICE_BYTES, ST_COPY_FROM_DEVICE_BYTES, ST_COPY_TO_DEVICE_BYTES,
-  ST_STAGED_BYTES, ST_DMA_OPS, ST_DMA_NS, ST_FUA_SYNCS,
+  ST_STAGED_BYTES, ST_DMA_OPS, ST_DMA_NS, ST_FUA_SYNCS, ST_SYNCS_SHARED,
   ST_COUNT
 };
 extern struct gm_counter gm_stats[ST_COUNT];

@@ -335,9 +335,22 @@ gm_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
     sync_all = true;
     rwf = 0;
   }
-  err = write_range (buf, count, offset, rwf);
-  if (err && rwf)
-    gm_failstop_sync_failed ("FUA write", err);
+  if (rwf) {
+    /* RWF_DSYNC can take a write-back error: publish it before any flush
+     * may answer (ops.c, gm_datasync).
+     */
+    gm_sync_lock_shared ();
+    if (gm_failstop_level () >= GM_FAILSTOP_WRITES)
+      err = EIO;
+    else {
+      err = write_range (buf, count, offset, rwf);
+      if (err)
+        gm_failstop_sync_failed ("FUA write", err);
+    }
+    gm_sync_unlock ();
+  }
+  else
+    err = write_range (buf, count, offset, rwf);
   if (err == 0)
     gm_write_done ();
   if (err == 0 && sync_all) {

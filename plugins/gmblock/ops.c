@@ -3,6 +3,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -36,20 +37,67 @@ gm_unsynced_writes (void)
 
 /* A failed fdatasync means written data may be lost, and Linux reports
  * that once only: remember it (failstop.c).
+ *
+ * Linux hands a write-back error to the first fsync-type call only.
+ * Whoever takes it must have put the plugin in fail-stop before another
+ * flush can report success: else that flush (sent after the lost write
+ * was acknowledged) answers "durable" for data that is gone.  So a
+ * fdatasync runs alone (exclusive), and RWF_DSYNC writes, which take
+ * such errors too, hold the lock shared until they have published
+ * theirs (gm_sync_lock_shared).  The level is read again under the lock.
  */
+/* -D gmblock.failstop_delay_ms=N: a test widens the window between a
+ * sync taking a write-back error and fail-stop being published.
+ */
+NBDKIT_DLL_PUBLIC int gmblock_debug_failstop_delay_ms = 0;
+
+static pthread_rwlock_t sync_lock =
+  PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;  /* flushes do not starve */
+
+void
+gm_sync_lock_shared (void)
+{
+  pthread_rwlock_rdlock (&sync_lock);
+}
+
+void
+gm_sync_unlock (void)
+{
+  pthread_rwlock_unlock (&sync_lock);
+}
+
 int
 gm_datasync (void)
 {
   uint64_t g = atomic_load (&written_gen), s;
-  int r = gm_engine_fdatasync (gm.fd);
+  int r;
 
+  pthread_rwlock_wrlock (&sync_lock);
+  if (gm_failstop_level () >= GM_FAILSTOP_WRITES) {
+    pthread_rwlock_unlock (&sync_lock);
+    return EIO;
+  }
+  /* While this one waited, another fdatasync ran that began after the
+   * first g writes had completed: it covers them all.
+   */
+  if (atomic_load (&synced_gen) >= g) {
+    pthread_rwlock_unlock (&sync_lock);
+    COUNT (ST_SYNCS_SHARED, 1);
+    return 0;
+  }
+  r = gm_engine_fdatasync (gm.fd);
   if (r < 0) {
+    if (gmblock_debug_failstop_delay_ms > 0)
+      usleep (gmblock_debug_failstop_delay_ms * 1000);
     gm_failstop (GM_FAILSTOP_WRITES, "fdatasync", -r);
+    pthread_rwlock_unlock (&sync_lock);
     return -r;
   }
+  /* Published before the next one looks (under the lock). */
   s = atomic_load (&synced_gen);
   while (s < g && !atomic_compare_exchange_weak (&synced_gen, &s, g))
     ;
+  pthread_rwlock_unlock (&sync_lock);
   return 0;
 }
 

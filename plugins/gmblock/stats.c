@@ -40,6 +40,7 @@ struct gm_counter gm_stats[ST_COUNT] = {
   C (ST_DMA_OPS, "dma_ops", "O_DIRECT transfers (into pool, device memory or nbdkit's buffer)"),
   C (ST_DMA_NS, "dma_ns", "nanoseconds spent waiting for those transfers"),
   C (ST_FUA_SYNCS, "fua_syncs", "FUA writes that also synced earlier writes (fdatasync)"),
+  C (ST_SYNCS_SHARED, "syncs_shared", "flushes answered by another's fdatasync that started after their writes"),
 };
 
 static void
