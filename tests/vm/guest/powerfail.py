@@ -10,7 +10,9 @@ survive a process.
     python3 -S powerfail.py client SOCKET OP DEVICE STATE
         writes 32 blocks of 4K (each acknowledged before the next is
         sent), then does OP: fua (a FUA write), fuazero (a FUA zero),
-        flush, fua-other (the FUA write on a second connection), none.
+        flush, fua-other (the FUA write on a second connection),
+        flushes (four at once on four connections; the first answered
+        marks), none.
         Right after OP's reply it marks the log of dm device DEVICE
         "pf-done". Then 4 more plain writes (acknowledged after OP, so
         OP need not cover them). What was written goes to STATE.
@@ -39,6 +41,11 @@ FLUSH, FUA, DISCARD, MARKED = 1, 2, 4, 8
 MAGIC = 0x6a736677736872
 
 
+def mark(device):
+    subprocess.run(["dmsetup", "message", device, "0", "mark", MARK],
+                   check=True)
+
+
 def client(sock, op, device, state):
     rng = random.Random(op)
     slots = rng.sample(range(SLOTS), 40)
@@ -63,10 +70,28 @@ def client(sock, op, device, state):
         own = (s * BLOCK, bytes(BLOCK).hex())
     elif op == "flush":
         h.flush()
+    elif op == "flushes":
+        # Four flushes at once, on four connections: whichever is
+        # answered first (it may share another's fdatasync) marks.
+        import threading
+        hs = [h] + [nbd.NBD() for _ in range(3)]
+        for x in hs[1:]:
+            x.connect_unix(sock)
+        first = threading.Lock()
+
+        def flush(x):
+            x.flush()
+            if first.acquire(blocking=False):
+                mark(device)
+        ts = [threading.Thread(target=flush, args=(x,)) for x in hs]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
     elif op != "none":
         sys.exit("unknown OP " + op)
-    subprocess.run(["dmsetup", "message", device, "0", "mark", MARK],
-                   check=True)
+    if op != "flushes":
+        mark(device)
     for s in slots[33:37]:
         data = rng.randbytes(BLOCK)
         h.pwrite(data, s * BLOCK)

@@ -49,6 +49,7 @@ for d in direct=true direct=false; do
     case_ covered fua -- $d
     case_ covered fua-other -- $d
     case_ covered flush -- $d
+    case_ covered flushes -- $d
 done
 case_ covered fuazero -- direct=false
 case_ covered fuazero -- direct=true
