@@ -615,6 +615,7 @@ release_one (struct shard *sh, uint32_t s, void *opaque)
   }
   CCOUNT (CS_INVALIDATIONS, 1);
   drop_slot (sh, s);
+  shard_wake (sh);              /* a free slot: someone may wait for one */
   return true;
 }
 

@@ -307,7 +307,7 @@ flusher_main (void *arg)
   pthread_mutex_lock (&hlock);
   while (!flusher_stop) {
     struct timespec ts;
-    clock_gettime (CLOCK_REALTIME, &ts);
+    clock_gettime (CLOCK_MONOTONIC, &ts);
     ts.tv_sec += cfg.flush_interval_ms / 1000;
     ts.tv_nsec += (long) (cfg.flush_interval_ms % 1000) * 1000000;
     if (ts.tv_nsec >= 1000000000) {
@@ -377,6 +377,14 @@ writeback_start (void)
       return -1;
     }
   if (cfg.writes_back) {
+    /* The flusher's sleep is timed on the monotonic clock: a wall clock
+     * set back would hold dirty data longer than writeback-interval.
+     */
+    pthread_condattr_t ca;
+    pthread_condattr_init (&ca);
+    pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+    pthread_cond_init (&fcond, &ca);
+    pthread_condattr_destroy (&ca);
     if ((e = pthread_create (&flusher, NULL, flusher_main, NULL))) {
       nbdkit_error (CNAME ": pthread_create: %s", strerror (e));
       return -1;
