@@ -80,8 +80,11 @@ gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
     errno = ENODEV;
     return -1;
   }
-  if (fgets (buf, sizeof buf, f))
-    avail = strtoull (buf, NULL, 0);
+  /* As the topology report reads it: junk is no memory. */
+  if (fgets (buf, sizeof buf, f)) {
+    buf[strcspn (buf, "\n")] = '\0';
+    gm_parse_u64 (buf, 0, &avail);
+  }
   fclose (f);
   len = gm_round_down (want < avail ? want : avail, UNIT);
   if (len < least) {

@@ -11,6 +11,23 @@
 
 #include "sizes.h"
 
+int
+gm_parse_u64 (const char *str, int base, uint64_t *out)
+{
+  unsigned long long v;
+  char *end;
+
+  /* strtoull would take a sign ("-1" is 2^64-1) and leading space. */
+  if (!isdigit ((unsigned char) *str))
+    return -1;
+  errno = 0;
+  v = strtoull (str, &end, base);
+  if (errno || *end != '\0')
+    return -1;
+  *out = v;
+  return 0;
+}
+
 /* Parse a run of decimal digits into *v, refusing overflow. */
 static const char *
 parse_digits (const char *p, uint64_t *v, const char **why)

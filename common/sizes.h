@@ -8,6 +8,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The whole of str is one unsigned number in base (0: a 0x or 0 prefix
+ * picks it), nothing else: no sign, no space, no junk after it (what a
+ * sysfs value must be).  Returns 0, or -1 with *out left alone.
+ */
+int gm_parse_u64 (const char *str, int base, uint64_t *out);
+
 /* Parse "4096", "64K", "1M", "2G", "1T" (binary multiples, optional
  * trailing "B" or "iB", case-insensitive).  Rejects empty strings,
  * signs, garbage and overflow.  On error returns -1 and sets *why to a

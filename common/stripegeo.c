@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "registry.h"
+#include "sizes.h"
 #include "stripegeo.h"
 
 /* One line of dir/rel without its newline.  Returns 0 or -1. */
@@ -37,20 +38,14 @@ read_str (const char *dir, const char *rel, char *buf, size_t len)
 static int
 read_u64 (const char *dir, const char *rel, uint64_t *v)
 {
-  char buf[64], *end;
-  unsigned long long n;
+  char buf[64];
 
+  /* *v is left alone unless the whole line is a number: the callers
+   * keep their default (0) for a value that is not one.
+   */
   if (read_str (dir, rel, buf, sizeof buf) == -1)
     return -1;
-  errno = 0;
-  n = strtoull (buf, &end, 10);
-  /* Leave *v alone unless the whole line is a number: the callers keep
-   * their default (0) for a value that is not one.
-   */
-  if (errno || end == buf || *end || buf[strspn (buf, " \t")] == '-')
-    return -1;
-  *v = n;
-  return 0;
+  return gm_parse_u64 (buf, 10, v);
 }
 
 int

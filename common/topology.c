@@ -19,6 +19,7 @@
 
 #include <pci/pci.h>
 
+#include "sizes.h"
 #include "topology.h"
 
 #define MAX_DEPTH 8             /* nesting of md/dm/loop layers */
@@ -70,22 +71,11 @@ read_line (const char *path, char *buf, size_t len)
 static int
 read_u64 (const char *path, uint64_t *v)
 {
-  char buf[64], *end;
-  uint64_t x;
+  char buf[64];
 
   if (read_line (path, buf, sizeof buf) == -1)
     return -1;
-  /* A number and nothing else: strtoull takes "-1" (as 2^64-1) and
-   * stops quietly at junk.  *v is left alone on failure.
-   */
-  if (!isdigit ((unsigned char) buf[0]))
-    return -1;
-  errno = 0;
-  x = strtoull (buf, &end, 0);
-  if (errno || end == buf || *end != '\0')
-    return -1;
-  *v = x;
-  return 0;
+  return gm_parse_u64 (buf, 0, v);
 }
 
 static bool

@@ -31,6 +31,23 @@ main (void)
   uint64_t v;
   const char *why;
 
+  /* gm_parse_u64: a whole number and nothing else, *out untouched else. */
+  v = 7;
+  CHECK (gm_parse_u64 ("65536", 10, &v) == 0);
+  CHECK_EQ_U64 (v, 65536);
+  CHECK (gm_parse_u64 ("0x10", 0, &v) == 0);
+  CHECK_EQ_U64 (v, 16);
+  CHECK (gm_parse_u64 ("18446744073709551615", 10, &v) == 0);
+  CHECK_EQ_U64 (v, UINT64_MAX);
+  v = 7;
+  CHECK (gm_parse_u64 ("18446744073709551616", 10, &v) == -1);
+  CHECK (gm_parse_u64 ("65536x", 10, &v) == -1);
+  CHECK (gm_parse_u64 ("-1", 0, &v) == -1);
+  CHECK (gm_parse_u64 (" 1", 0, &v) == -1);
+  CHECK (gm_parse_u64 ("+1", 0, &v) == -1);
+  CHECK (gm_parse_u64 ("", 0, &v) == -1);
+  CHECK_EQ_U64 (v, 7);
+
   ok ("0", 0);
   ok ("4096", 4096);
   ok ("64K", 65536);
