@@ -73,32 +73,28 @@ gm_datasync (void)
   int r;
 
   pthread_rwlock_wrlock (&sync_lock);
-  if (gm_failstop_level () >= GM_FAILSTOP_WRITES) {
-    pthread_rwlock_unlock (&sync_lock);
-    return EIO;
-  }
-  /* While this one waited, another fdatasync ran that began after the
-   * first g writes had completed: it covers them all.
-   */
-  if (atomic_load (&synced_gen) >= g) {
-    pthread_rwlock_unlock (&sync_lock);
+  if (gm_failstop_level () >= GM_FAILSTOP_WRITES)
+    r = -EIO;
+  else if (atomic_load (&synced_gen) >= g) {
+    /* While this one waited, another fdatasync ran that began after the
+     * first g writes had completed: it covers them all.
+     */
     COUNT (ST_SYNCS_SHARED, 1);
-    return 0;
+    r = 0;
   }
-  r = gm_engine_fdatasync (gm.fd);
-  if (r < 0) {
+  else if ((r = gm_engine_fdatasync (gm.fd)) < 0) {
     if (gmblock_debug_failstop_delay_ms > 0)
       usleep (gmblock_debug_failstop_delay_ms * 1000);
     gm_failstop (GM_FAILSTOP_WRITES, "fdatasync", -r);
-    pthread_rwlock_unlock (&sync_lock);
-    return -r;
   }
-  /* Published before the next one looks (under the lock). */
-  s = atomic_load (&synced_gen);
-  while (s < g && !atomic_compare_exchange_weak (&synced_gen, &s, g))
-    ;
+  else {
+    /* Published before the next one looks (under the lock). */
+    s = atomic_load (&synced_gen);
+    while (s < g && !atomic_compare_exchange_weak (&synced_gen, &s, g))
+      ;
+  }
   pthread_rwlock_unlock (&sync_lock);
-  return 0;
+  return r < 0 ? -r : 0;
 }
 
 int
