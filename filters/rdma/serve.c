@@ -30,6 +30,7 @@
  * slots, and buffers come from the shared registered pool.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -619,14 +620,44 @@ stop_workers (struct client *c)
 #define REPLY_TIMEOUT_S 10
 #define WATCH_MS 1000
 
-static bool
+/* The first stalled reply's index, or -1.  'now' was read before the
+ * lock was taken: a reply posted in between is younger than 'now', so
+ * the age is only compared in the form that cannot wrap around (a
+ * 'now - replied_ns' did, and dropped healthy clients).
+ */
+static int
 reply_stalled (struct client *c, uint64_t now)
 {
   for (unsigned i = 0; i < c->rp.lim.credits; i++)
     if (c->reqs[i].state == RQ_REPLIED &&
-        now - c->reqs[i].replied_ns > REPLY_TIMEOUT_S * 1000000000ull)
-      return true;
-  return false;
+        c->reqs[i].replied_ns + REPLY_TIMEOUT_S * 1000000000ull < now)
+      return (int) i;
+  return -1;
+}
+
+/* Say which reply stalled and what the queue pair thinks of it, so
+ * that a drop explains itself (a client posting no receives, or a
+ * link retrying).
+ */
+static void
+report_stall (struct client *c, const struct gm_rp_request *r,
+              uint64_t age_ns)
+{
+  struct ibv_qp_attr attr;
+  struct ibv_qp_init_attr init;
+  char qp[128] = "";
+
+  if (ibv_query_qp (c->id->qp, &attr,
+                    IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                    IBV_QP_RNR_RETRY, &init) == 0)
+    snprintf (qp, sizeof qp, "; queue pair %u state %d timeout %u retry %u "
+              "rnr_retry %u", c->id->qp->qp_num, (int) attr.qp_state,
+              attr.timeout, attr.retry_cnt, attr.rnr_retry);
+  nbdkit_error (NAME ": %s: the reply to %s (handle 0x%" PRIx64 ", offset %"
+                PRIu64 ", length %" PRIu32 ") unacknowledged for %" PRIu64
+                " ms (does the client post receives?)%s: dropping it",
+                c->peer, gm_rp_op_name (r->op), r->handle, r->offset,
+                r->length, age_ns / 1000000, qp);
 }
 
 void *
@@ -642,15 +673,19 @@ gm_rdma_client_run (void *arg)
     uint64_t now;
 
     if (!ending && (now = gm_now_ns ()) >= next_watch) {
-      bool stalled;
+      int stalled;
+      struct gm_rp_request q;
+      uint64_t age = 0;
       next_watch = now + WATCH_MS * 1000000ull;
       pthread_mutex_lock (&c->lock);
       stalled = reply_stalled (c, now);
+      if (stalled >= 0) {
+        q = c->reqs[stalled].r;
+        age = now - c->reqs[stalled].replied_ns;
+      }
       pthread_mutex_unlock (&c->lock);
-      if (stalled) {
-        nbdkit_error (NAME ": %s: a reply unacknowledged for %d s (does the "
-                      "client post receives?): dropping it", c->peer,
-                      REPLY_TIMEOUT_S);
+      if (stalled >= 0) {
+        report_stall (c, &q, age);
         r = -1;
       }
     }
