@@ -744,7 +744,11 @@ conn_reserve (struct conn *c, bool wait)
       r = connect_retry (c);
       pthread_mutex_lock (&c->m);
       c->connecting = false;
-      c->dead = r == -1;
+      /* Only ever set here: the new completion thread may already have
+       * found the fresh connection broken, and clearing the flag again
+       * would leave a request waiting for a thread that has ended. */
+      if (r == -1)
+        c->dead = true;
       pthread_cond_broadcast (&c->free_cv);
       if (r == -1)
         break;
