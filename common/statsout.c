@@ -167,18 +167,21 @@ stats_thread (void *arg)
 }
 
 int
+gm_stats_ready (struct gm_stats_out *s)
+{
+  if (s->path && write_file (s) == -1) {
+    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+    return -1;
+  }
+  return 0;
+}
+
+int
 gm_stats_start (struct gm_stats_out *s)
 {
   bool summary = s->to_stderr && *s->to_stderr;
   int e;
 
-  /* The first file at once (all zeros), so that a path that cannot be
-   * written shows at start-up, not when the counters are lost at exit.
-   */
-  if (s->path && write_file (s) == -1) {
-    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
-    return -1;
-  }
   if (!summary && !s->interval)
     return 0;
   if (pipe2 (wake, O_CLOEXEC | O_NONBLOCK) == -1) {

@@ -57,6 +57,45 @@ start_fails plugin_baddir_exit 'gmblock:' "stats=$T/no/such/dir/x" 'No such file
 start_fails cache_baddir_exit 'gmblock-cache:' "cache-stats=$T/no/such/dir/x" 'No such file' \
     -- --filter=gmblock-cache gmblock "$f" cache-stats="$T/no/such/dir/x"
 
+# Every module checks its file before nbdkit forks: as a daemon, nbdkit
+# must exit non-zero (it returned 0 while the server died), and with
+# --run it must not wait for ever on a command whose server never
+# serves.
+refused_before_fork () {
+    local name=$1 pat=$2 rc; shift 2
+    rc=0
+    timeout -k 5 20 "$NBDKIT" -U "$T/$name-d.sock" -P "$T/$name.pid" "$@" \
+        >"$T/$name-d.err" 2>&1 </dev/null || rc=$?
+    if [ -s "$T/$name.pid" ]; then
+        kill "$(cat "$T/$name.pid")" 2>/dev/null || true
+        fail "$name: nbdkit started a daemon with an unwritable stats file"
+    fi
+    [ "$rc" != 0 ] && [ "$rc" -lt 124 ] ||
+        { cat "$T/$name-d.err" >&2; fail "$name: daemon mode: exit $rc, expected a refusal"; }
+    grep -q -- "$pat" "$T/$name-d.err" ||
+        { cat "$T/$name-d.err" >&2; fail "$name: daemon mode: no message naming $pat"; }
+    rc=0
+    timeout -k 5 20 "$NBDKIT" -U - "$@" --run 'nbdinfo --size "$uri"' \
+        >"$T/$name-r.err" 2>&1 </dev/null || rc=$?
+    [ "$rc" != 0 ] && [ "$rc" -lt 124 ] ||
+        { cat "$T/$name-r.err" >&2; fail "$name: --run: exit $rc, expected a refusal"; }
+    grep -q -- "$pat" "$T/$name-r.err" ||
+        { cat "$T/$name-r.err" >&2; fail "$name: --run: no message naming $pat"; }
+    info "$name: refused as a daemon and with --run"
+}
+bad=$T/no/such/dir/x
+refused_before_fork fork_plugin "stats=$bad" gmblock "$f" stats="$bad"
+refused_before_fork fork_cache "cache-stats=$bad" \
+    --filter=gmblock-cache gmblock "$f" cache-stats="$bad"
+refused_before_fork fork_ra "ra-stats=$bad" \
+    --filter=gmblock-readahead gmblock "$f" ra-stats="$bad"
+refused_before_fork fork_stripe "stripe-stats=$bad" \
+    --filter=gmblock-stripe gmblock "$f" stripe-stats="$bad"
+refused_before_fork fork_rdma "rdma-stats=$bad" \
+    --filter=gmblock-rdma gmblock "$f" rdma=127.0.0.1 rdma-stats="$bad"
+refused_before_fork fork_bridge "stats=$bad" \
+    gmblock-rdma server=127.0.0.1 stats="$bad"
+
 # --- live files, read by node_exporter
 start_server live \
     --filter=gmblock-readahead --filter=gmblock-cache --filter=gmblock-stripe \

@@ -205,6 +205,8 @@ cache_get_ready (int thread_model)
 {
   char err[256], s[32];
 
+  if (gm_stats_ready (&cstats_out) == -1)
+    return -1;
   if (cfg.mode == MODE_BYPASS)
     return 0;
   lower_set_thread_model (thread_model);

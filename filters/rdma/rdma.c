@@ -252,6 +252,8 @@ rdma_get_ready (int thread_model)
 {
   char why[256];
 
+  if (gm_stats_ready (&gm_rdma_stats_out) == -1)
+    return -1;
   if (thread_model < NBDKIT_THREAD_MODEL_SERIALIZE_REQUESTS) {
     nbdkit_error (NAME ": the plugin serialises all requests, but RDMA "
                   "clients are served by threads of their own: use a plugin "

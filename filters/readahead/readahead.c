@@ -107,6 +107,8 @@ ra_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 static int
 ra_get_ready (int thread_model)
 {
+  if (gm_stats_ready (&rstats_out) == -1)
+    return -1;
   /* Each worker has its own context, so per-connection serialisation
    * is fine; serialising every request would make prefetch block the
    * clients it is meant to speed up.

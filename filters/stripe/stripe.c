@@ -136,6 +136,8 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 static int
 sp_get_ready (int thread_model)
 {
+  if (gm_stats_ready (&sstats_out) == -1)
+    return -1;
   if (gmblock_stripe_debug_verbose)
     geometry_print ();
   return 0;

@@ -146,6 +146,8 @@ bridge_get_ready (void)
 {
   char why[256];
 
+  if (gm_stats_ready (&bstats_out) == -1)
+    return -1;
   if (gm_rdma_have_device (why, sizeof why) == -1) {
     nbdkit_error (NAME ": server=%s:%s: %s", server.host, server.port, why);
     return -1;

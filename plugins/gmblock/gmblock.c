@@ -186,6 +186,8 @@ gm_get_ready (void)
 {
   char err[256], size[32];
 
+  if (gm_stats_ready (&gm_stats_out) == -1)
+    return -1;
   if (open_file () == -1 || gm_failstop_open () == -1)
     return -1;
   if (gm_geometry_probe (gm.fd, &gm.geo, err, sizeof err) == -1) {
