@@ -14,8 +14,8 @@
  * When the server goes away, the requests in flight fail with EIO, the
  * next request reconnects, and a READ, FLUSH or CACHE that failed for
  * the transport is retried once on the new connection.  A FLUSH fails
- * if writes acknowledged and not yet flushed may have been lost with
- * a broken connection (conn.c).
+ * once if writes acknowledged and not yet flushed were lost with a
+ * server process that restarted (conn.c, common/unflushed.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -53,7 +53,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_ERRORS, "error_replies", "requests the server answered with an error"),
   GM_COUNTER (BC_TRANSPORT_ERRORS, "transport_errors", "NBD requests failed with EIO: the connection broke, or could not be made"),
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
-  GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because a connection broke with acknowledged, unflushed writes"),
+  GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because acknowledged, unflushed writes died with a restarted server or a closed broken connection"),
   GM_COUNTER (BC_PROBES, "probes", "liveness probes: zero-length RDMA WRITEs sent after a silence with requests in flight"),
 };
 
@@ -453,8 +453,9 @@ bridge_flush (void *handle, uint32_t flags)
    * died with the old server's caches are on stable storage. */
   if (conn_writes_lost (handle)) {
     COUNT (BC_LOST_FLUSHES, 1);
-    nbdkit_error (NAME ": flush: a connection broke with acknowledged "
-                  "writes not yet flushed; they may be lost (server died)");
+    nbdkit_error (NAME ": flush: writes acknowledged and not flushed may "
+                  "be lost (the server restarted, or a broken connection "
+                  "was closed)");
     nbdkit_set_error (EIO);
     return -1;
   }

@@ -23,6 +23,7 @@
 #include "statsout.h"
 #include "rdmaaddr.h"
 #include "rdmaproto.h"
+#include "unflushed.h"
 
 #define NAME "gmblock-rdma"
 

@@ -18,17 +18,16 @@
  * must not change across a reconnect.
  *
  * Durability across a reconnect: a write the server acknowledged but
- * has not flushed may die with it (its caches: gmblock-cache in
- * write-back), and a FLUSH on the new connection, to a restarted
- * server, cannot cover it.  So a connection that breaks with such
- * writes bumps lost_gen, and each connection's next FLUSH reports it
- * once (conn_writes_lost: the NBD client gets EIO, as from a disk that
- * lost its write cache).  Process-wide, because with multi-conn a
- * FLUSH on any connection must cover the writes of all of them.  A
- * connection that has not noticed the restart yet (idle) is caught by
- * the others: every welcome names the server instance, and one that
- * connects to a new instance while another connection holds writes
- * the old one acknowledged reports those as lost too.
+ * has not flushed may die with the server process (its caches:
+ * gmblock-cache in write-back), and a FLUSH to a restarted server
+ * cannot cover it; but a broken connection alone does not mean the
+ * process died (it may have dropped only this client, or the network
+ * failed), and a FLUSH to the same process still covers the writes.
+ * common/unflushed.c keeps that rule: writes count as lost only when a
+ * connection reaches a different server instance (every welcome names
+ * it) or closes while broken, and then each connection's next FLUSH
+ * fails once (conn_writes_lost: the NBD client gets EIO, as from a disk
+ * that lost its write cache).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -63,18 +62,8 @@ struct slot {
   int result;                   /* 0, a positive errno, -1 transport */
   uint32_t count;               /* BLOCK_STATUS: extents written */
   uint64_t handle;
-  uint64_t flush_mark;          /* FLUSH: wacked when it was sent */
+  uint64_t flush_mark;          /* FLUSH: what it covers (gm_uf_flush_sent) */
 };
-
-/* Connections that broke with acknowledged, unflushed writes. */
-static _Atomic uint64_t lost_gen;
-
-/* Every open connection, to look for writes another server instance
- * acknowledged (a connection that has not noticed the restart yet).
- * Taken after a connection's m, never before.
- */
-static pthread_mutex_t conns_lock = PTHREAD_MUTEX_INITIALIZER;
-static struct conn *conns;
 
 struct conn {
   pthread_mutex_t m;            /* everything below; never held across I/O */
@@ -103,38 +92,24 @@ struct conn {
   bool closing;                 /* said goodbye: the server's disconnect
                                  * that follows is no failure */
   time_t probe_sent;
-  uint64_t wacked;              /* WRITE/TRIM/ZERO without FUA acknowledged */
-  uint64_t wflushed;            /* of those, covered by a FLUSH's reply */
-  uint64_t lost_seen;           /* lost_gen reported by this connection */
-  /* The server instance that acknowledged writes not flushed yet (0:
-   * none), read by other connections without m. */
-  _Atomic uint64_t dirty_instance;
-  struct conn *next;            /* in conns */
+  struct gm_unflushed uf;       /* writes a FLUSH must still cover */
   struct slot slots[GM_RP_MAX_CREDITS];
 };
 
-/* c has just connected to a server instance.  Another connection's
- * writes acknowledged by another instance and not flushed may have died
- * with it, and with multi-conn a FLUSH on c must cover them: so they
- * count as lost (reported once per loss).
+/* c has just connected to a server instance: if it is a new one, the
+ * writes the old one acknowledged and no FLUSH covered, on any
+ * connection, may have died with it.
  */
 static void
-check_other_instances (struct conn *c)
+check_instance (struct conn *c)
 {
-  uint64_t now = c->rp.lim.instance;
+  uint64_t n = gm_uf_connected (c->rp.lim.instance);
 
-  pthread_mutex_lock (&conns_lock);
-  for (struct conn *o = conns; o; o = o->next) {
-    uint64_t d = atomic_load (&o->dirty_instance);
-    if (o != c && d != 0 && d != now &&
-        atomic_compare_exchange_strong (&o->dirty_instance, &d, 0)) {
-      nbdkit_error (NAME ": %s:%s is a new server instance: writes another "
-                    "connection had acknowledged and not flushed may be "
-                    "lost; the next flush fails", server.host, server.port);
-      atomic_fetch_add (&lost_gen, 1);
-    }
-  }
-  pthread_mutex_unlock (&conns_lock);
+  if (n)
+    nbdkit_error (NAME ": %s:%s is a new server instance: %" PRIu64
+                  " writes the old one acknowledged and no flush covered may "
+                  "be lost; the next flush fails", server.host, server.port,
+                  n);
 }
 
 static uint8_t *
@@ -403,7 +378,7 @@ connect_server (struct conn *c)
   c->nslots = c->rp.lim.credits;
   c->dead = false;
   c->probing = false;
-  check_other_instances (c);
+  check_instance (c);
   c->progress = now ();
   if (pthread_create (&c->thread, NULL, completion_thread, c)) {
     nbdkit_error (NAME ": pthread_create: %m");
@@ -473,11 +448,7 @@ conn_open (void)
   pthread_cond_init (&c->free_cv, NULL);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_init (&c->slots[i].done_cv, NULL);
-  c->lost_seen = atomic_load (&lost_gen);
-  pthread_mutex_lock (&conns_lock);
-  c->next = conns;
-  conns = c;
-  pthread_mutex_unlock (&conns_lock);
+  gm_uf_open (&c->uf);
   if (connect_retry (c) == -1) {
     conn_close (c);
     return NULL;
@@ -488,6 +459,10 @@ conn_open (void)
 void
 conn_close (struct conn *c)
 {
+  /* Broken before the goodbye (whose disconnect breaks it too). */
+  bool was_broken = c->dead;
+  uint64_t n;
+
   /* nbdkit sends no request during close: nothing is in flight. */
   if (c->thread_on && !c->dead && gm_rp_conn_credits_free (&c->rp)) {
     /* Say goodbye; the server closes. */
@@ -507,13 +482,13 @@ conn_close (struct conn *c)
     pthread_mutex_unlock (&c->m);
   }
   teardown (c);
-  pthread_mutex_lock (&conns_lock);
-  for (struct conn **p = &conns; *p; p = &(*p)->next)
-    if (*p == c) {
-      *p = c->next;
-      break;
-    }
-  pthread_mutex_unlock (&conns_lock);
+  /* Still broken: it cannot find out whether the server lived. */
+  n = gm_uf_close (&c->uf, was_broken);
+  if (n)
+    nbdkit_error (NAME ": %s:%s: closing a broken connection with %" PRIu64
+                  " writes acknowledged and no flush covering them: they "
+                  "may be lost; the next flush fails", server.host,
+                  server.port, n);
   close (c->stop_fd);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_destroy (&c->slots[i].done_cv);
@@ -554,14 +529,11 @@ broken (struct conn *c, const char *why)
                     server.port);
   }
   c->dead = true;
-  if (c->wacked > c->wflushed) {
-    nbdkit_error (NAME ": %" PRIu64 " writes acknowledged since the last "
-                  "flush may be lost if the server died: the next flush "
-                  "fails", c->wacked - c->wflushed);
-    c->wflushed = c->wacked;
-    atomic_fetch_add (&lost_gen, 1);
-  }
-  atomic_store (&c->dirty_instance, 0);
+  if (!c->closing && gm_uf_uncovered (&c->uf))
+    nbdkit_debug (NAME ": %" PRIu64 " writes acknowledged and not flushed: "
+                  "a reconnect to the same server covers them, one to a "
+                  "restarted server makes the next flush fail",
+                  gm_uf_uncovered (&c->uf));
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
     struct slot *s = &c->slots[i];
     if (s->posted) {
@@ -611,16 +583,11 @@ take (struct conn *c, const struct ibv_wc *wc)
   s->count = rep.count;
   if (rep.error)
     COUNT (BC_ERRORS, 1);
-  else if (r.op == GM_RP_FLUSH && s->flush_mark > c->wflushed) {
-    c->wflushed = s->flush_mark;
-    if (c->wflushed == c->wacked)
-      atomic_store (&c->dirty_instance, 0);
-  }
+  else if (r.op == GM_RP_FLUSH)
+    gm_uf_flush_done (&c->uf, s->flush_mark);
   else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
-           && !(r.flags & GM_RP_FLAG_FUA)) {
-    c->wacked++;
-    atomic_store (&c->dirty_instance, c->rp.lim.instance);
-  }
+           && !(r.flags & GM_RP_FLAG_FUA))
+    gm_uf_acked (&c->uf, c->rp.lim.instance);
   pthread_cond_signal (&s->done_cv);
   if (post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");
@@ -828,7 +795,7 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
   }
   COUNT (BC_REQUESTS, 1);
   s->handle = r->handle;
-  s->flush_mark = c->wacked;
+  s->flush_mark = gm_uf_flush_sent (&c->uf);
   s->posted = true;
   pthread_mutex_unlock (&c->m);
   return 0;
@@ -869,12 +836,5 @@ conn_collect_count (struct conn *c, int slot, uint32_t *count)
 bool
 conn_writes_lost (struct conn *c)
 {
-  uint64_t g = atomic_load (&lost_gen);
-  bool lost;
-
-  pthread_mutex_lock (&c->m);
-  lost = c->lost_seen != g;
-  c->lost_seen = g;
-  pthread_mutex_unlock (&c->m);
-  return lost;
+  return gm_uf_lost (&c->uf);
 }

@@ -13,6 +13,14 @@ cd /run/lab || exit 1
 echo "lab: scenario $LAB_NAME starting" >/dev/console
 bash "$LAB_SCENARIO" >"$OUT/scenario.log" 2>&1 </dev/null
 rc=$?
+# Soft-RoCE's own counters (retransmissions, RNR, duplicate requests),
+# to explain an RDMA scenario's stall after the fact.
+for d in /sys/class/infiniband/*/ports/*/hw_counters; do
+    [ -d "$d" ] || continue
+    echo "== $d"
+    grep -H . "$d"/* 2>/dev/null | sed 's|.*/||'
+done >"$OUT/rdma-counters" 2>&1
+[ -s "$OUT/rdma-counters" ] || rm -f "$OUT/rdma-counters"
 echo "$rc" >"$OUT/status"
 echo "lab: scenario $LAB_NAME exited $rc" >/dev/console
 exit "$rc"

@@ -1,0 +1,136 @@
+# A network failure is not a server failure (issue 10, the bridge's
+# durability rule, common/unflushed.h).  The server (gmblock-cache in
+# write-back behind gmblock-rdma) holds 32 acknowledged writes in its
+# cache (checked: not on the disk) when the network between the
+# namespaces drops every packet both ways (netem), with 16 more writes
+# in flight: each of those must fail with an error, none hang.  The
+# network heals: a FLUSH on another, idle connection (multi-conn) and
+# one on the broken connection (which reconnects to the same server
+# instance) must both succeed, and all 32 writes must then be on the
+# disk (O_DIRECT) and read back.  The old rule (a broken connection
+# counts its unflushed writes lost) failed those FLUSHes with EIO, and
+# an ext4 journal on nbd-client would have aborted.  rdma-durability
+# checks the other side: a restarted server makes the next FLUSH fail.
+# Why netem and not 'ip link set down': on 7.3.4 a soft-RoCE port that
+# goes down leaves its QP1 (the CM's queue pair) in the error state for
+# good once a CM message fails to go out, and that device never makes
+# another connection ('rdma res show qp': rxe1 lqpn 1 type GSI state
+# ERR); real NICs do not do that.
+# lab-disks: virtio:32M
+# lab-kernel: trixie-backports
+# lab-timeout: 500
+. "$LAB_REPO/tests/vm/guest/lib.sh"
+load virtio_blk sch_netem
+rxe_pair netns
+br_uri="nbd+unix:///?socket=$LAB_RUN/br.sock"
+
+serve srv 10809 /dev/vda --filter=gmblock-rdma --filter=gmblock-cache -- \
+    rdma=10.77.0.1 cache-mode=writeback writeback-interval=3600 \
+    cache-size=16M rdma-stats="$LAB_OUT/srv.rdma-stats"
+bridge br 10.77.0.1
+
+# loss on|off: every packet dropped both ways, or none.
+loss() {
+    if [ "$1" = on ]; then
+        must tc qdisc add dev gmr0 root netem loss 100%
+        must ip netns exec gmcl tc qdisc add dev gmr1 root netem loss 100%
+    else
+        must tc qdisc del dev gmr0 root
+        must ip netns exec gmcl tc qdisc del dev gmr1 root
+    fi
+}
+
+step "32 writes acknowledged into the server's cache, an idle second connection"
+rm -f "$LAB_RUN/written" "$LAB_RUN/lossy" "$LAB_RUN/failed" "$LAB_RUN/healed"
+python3 - /dev/vda "$br_uri" "$LAB_RUN" <<'PY' &
+import os, random, select, sys, time, nbd
+sys.path.insert(0, os.environ["LAB_REPO"] + "/tests/vm/guest")
+import ondisk
+disk, uri, run = sys.argv[1:]
+SZ = 64 << 10
+
+def wait_file(name, what, secs):
+    for _ in range(secs * 10):
+        if os.path.exists(run + "/" + name):
+            return
+        time.sleep(0.1)
+    sys.exit("timed out waiting for " + what)
+
+h = nbd.NBD(); h.connect_uri(uri)
+b = nbd.NBD(); b.connect_uri(uri)
+if not b.can_multi_conn():
+    sys.exit("the bridge does not advertise multi-conn")
+data = [random.randbytes(SZ) for _ in range(48)]
+for i in range(32):
+    h.pwrite(data[i], i * SZ)
+if ondisk.on_disk(disk, range(32), data, SZ):
+    sys.exit("control: acknowledged writes reached the disk unflushed "
+             "(write-back not in effect)")
+open(run + "/written", "w").close()
+wait_file("lossy", "the network to fail", 60)
+
+# 16 writes into the dead network: each must end with an error.
+t0 = time.monotonic()
+cookies = [h.aio_pwrite(data[32 + i], (32 + i) * SZ) for i in range(16)]
+ok = failed = 0
+while cookies and time.monotonic() - t0 < 300:
+    d = h.aio_get_direction()
+    r, w, _ = select.select([h.aio_get_fd()] if d & nbd.AIO_DIRECTION_READ else [],
+                            [h.aio_get_fd()] if d & nbd.AIO_DIRECTION_WRITE else [],
+                            [], 1.0)
+    if r: h.aio_notify_read()
+    if w: h.aio_notify_write()
+    for c in list(cookies):
+        try:
+            if h.aio_command_completed(c):
+                cookies.remove(c); ok += 1
+        except nbd.Error as e:
+            cookies.remove(c); failed += 1
+if cookies:
+    sys.exit("%d writes into the dead network still unanswered after 300 s"
+             % len(cookies))
+print("writes into the dead network: %d failed, %d succeeded, the last "
+      "after %.0f s" % (failed, ok, time.monotonic() - t0))
+if failed == 0:
+    sys.exit("control: no write failed: the network did not fail")
+open(run + "/failed", "w").close()
+wait_file("healed", "the network to heal", 60)
+
+def must_flush(conn, what):
+    try:
+        conn.flush()
+    except nbd.Error as e:
+        sys.exit("FLUSH on %s failed: %s" % (what, e))
+    print("FLUSH on %s succeeded" % what)
+
+# The server still holds the 32 writes: a FLUSH must cover them.
+must_flush(b, "the other (idle) connection after the network came back")
+n = len(ondisk.on_disk(disk, range(32), data, SZ))
+if n != 32:
+    sys.exit("after that FLUSH only %d of 32 acknowledged writes are on the "
+             "disk" % n)
+must_flush(h, "the broken connection (reconnecting to the same server)")
+for i in range(32):
+    if h.pread(SZ, i * SZ) != data[i]:
+        sys.exit("write %d reads back other data" % i)
+print("all 32 writes are on the disk and read back")
+PY
+py=$!
+for i in $(seq 600); do [ -e "$LAB_RUN/written" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
+[ -e "$LAB_RUN/written" ] || { wait $py; fail "the writes were not acknowledged"; }
+step "the network drops every packet both ways (netem loss 100%)"
+loss on
+touch "$LAB_RUN/lossy"
+for i in $(seq 3500); do [ -e "$LAB_RUN/failed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
+[ -e "$LAB_RUN/failed" ] || { loss off; wait $py; fail "the writes into the dead network did not all end"; }
+step "the network heals"
+loss off
+touch "$LAB_RUN/healed"
+wait $py || fail "see above"
+stop br
+stop srv
+echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
+[ "$(rdma_counter br.stats lost_write_flushes)" = 0 ] ||
+    fail "the bridge failed a FLUSH for writes the server still held"
+counter_above br_reconnects "$(rdma_counter br.stats reconnects)" 0 "the broken connection reconnected"
+echo "rdma-netloss: all checks passed"
