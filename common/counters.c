@@ -23,25 +23,55 @@ gm_counters_print (FILE *fp, const char *prefix, struct gm_counter *c, size_t n)
  * never opened, and the rename stays within one filesystem.  mkostemp
  * makes it 0600; stats are for anyone to read.
  */
+static int
+make_temp (const char *path, char **tmp)
+{
+  size_t len = strlen (path) + sizeof ".tmpXXXXXX";
+  int fd, e;
+
+  *tmp = malloc (len);
+  if (*tmp == NULL)
+    return -1;
+  snprintf (*tmp, len, "%s.tmpXXXXXX", path);
+  fd = mkostemp (*tmp, O_CLOEXEC);
+  if (fd == -1) {
+    e = errno;
+    free (*tmp);
+    *tmp = NULL;
+    errno = e;
+  }
+  return fd;
+}
+
+int
+gm_probe_file_atomic (const char *path)
+{
+  struct stat st;
+  char *tmp;
+  int fd = make_temp (path, &tmp);
+
+  if (fd == -1)
+    return -1;
+  close (fd);
+  unlink (tmp);
+  free (tmp);
+  if (stat (path, &st) == 0 && S_ISDIR (st.st_mode)) {
+    errno = EISDIR;
+    return -1;
+  }
+  return 0;
+}
+
 int
 gm_write_file_atomic (const char *path,
                       void (*emit) (FILE *fp, void *opaque), void *opaque)
 {
-  size_t len = strlen (path) + sizeof ".tmpXXXXXX";
-  char *tmp = malloc (len);
+  char *tmp;
   FILE *fp = NULL;
-  int fd, e;
+  int fd = make_temp (path, &tmp), e;
 
-  if (tmp == NULL)
+  if (fd == -1)
     return -1;
-  snprintf (tmp, len, "%s.tmpXXXXXX", path);
-  fd = mkostemp (tmp, O_CLOEXEC);
-  if (fd == -1) {
-    e = errno;
-    free (tmp);
-    errno = e;
-    return -1;
-  }
   if (fchmod (fd, 0644) == -1 || (fp = fdopen (fd, "w")) == NULL)
     goto fail;
   emit (fp, opaque);

@@ -169,7 +169,7 @@ stats_thread (void *arg)
 int
 gm_stats_ready (struct gm_stats_out *s)
 {
-  if (s->path && write_file (s) == -1) {
+  if (s->path && gm_probe_file_atomic (s->path) == -1) {
     s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
     return -1;
   }
@@ -182,6 +182,14 @@ gm_stats_start (struct gm_stats_out *s)
   bool summary = s->to_stderr && *s->to_stderr;
   int e;
 
+  /* The first file at once (all zeros), now that nbdkit runs as the
+   * user it serves as (-u, -g): a path that cannot be written shows at
+   * start-up, not when the counters are lost at exit.
+   */
+  if (s->path && write_file (s) == -1) {
+    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+    return -1;
+  }
   if (!summary && !s->interval)
     return 0;
   if (pipe2 (wake, O_CLOEXEC | O_NONBLOCK) == -1) {

@@ -75,16 +75,21 @@ int gm_stats_config (struct gm_stats_out *s, const char *key,
 /* From .config_complete: an interval needs a file. */
 int gm_stats_config_complete (struct gm_stats_out *s);
 
-/* From .get_ready: the first file (all zeros), so that a path that
- * cannot be written stops nbdkit at start-up, before it daemonises or
- * forks --run (an error in .after_fork comes too late for both: the
- * daemon's parent has already returned 0, and --run waits for ever on
- * a command whose server never serves).  Returns 0 or -1 (reported).
+/* From .get_ready: check that the file could be written (a temp file
+ * in its directory, removed at once), so that a path that cannot be
+ * written stops nbdkit at start-up, before it daemonises or forks --run
+ * (an error in .after_fork comes too late for both: the daemon's parent
+ * has already returned 0, and --run waits for ever on a command whose
+ * server never serves).  Nothing is left behind: .get_ready runs before
+ * nbdkit changes user (-u, -g), and a file made now would belong to
+ * root.  Only a directory that root may write and that user may not
+ * passes here and fails in gm_stats_start.  Returns 0 or -1 (reported).
  */
 int gm_stats_ready (struct gm_stats_out *s);
 
-/* From .after_fork: start the interval writer and the SIGUSR1 summary
- * when they are asked for.  Returns 0 or -1 (reported).
+/* From .after_fork: write the first file (all zeros), then start the
+ * interval writer and the SIGUSR1 summary when they are asked for.
+ * Returns 0 or -1 (reported).
  */
 int gm_stats_start (struct gm_stats_out *s);
 

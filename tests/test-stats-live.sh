@@ -96,6 +96,28 @@ refused_before_fork fork_rdma "rdma-stats=$bad" \
 refused_before_fork fork_bridge "stats=$bad" \
     gmblock-rdma server=127.0.0.1 stats="$bad"
 
+# nbdkit -u: the start-up check leaves nothing behind, and the files
+# are written as the user nbdkit serves as (a first file made before
+# nbdkit changed user belonged to root, and that user could not replace
+# it in a sticky directory such as /tmp: the counters were lost at exit).
+U=$T/sticky
+mkdir "$U"
+chmod 1777 "$U"
+chmod 1777 "$T"             # nobody writes the pid file here
+start_server asuser -u nobody -g nogroup --filter=gmblock-readahead \
+    gmblock "$f" stats="$U/plugin" ra-stats="$U/ra.prom" ra-stats-interval=1
+for x in plugin ra.prom; do
+    [ "$(stat -c %U "$U/$x")" = nobody ] ||
+        fail "$x: written by $(stat -c %U "$U/$x"), not by the user nbdkit serves as"
+done
+nbdcopy "$(uri asuser)" - >/dev/null || fail "read as nobody"
+stop_server asuser
+[ "$server_rc" = 0 ] || fail "nbdkit -u nobody exited with $server_rc: $(tail -3 "$T/asuser.log")"
+! grep -q 'stats' "$T/asuser.log" || fail "a stats file failed as nobody: $(grep stats "$T/asuser.log" | head -3)"
+[ "$(counter "$U/plugin" reads)" -gt 0 ] || fail "the exit report as nobody has no reads: $(head -3 "$U/plugin")"
+[ "$(ls "$U" | wc -l)" = 2 ] || fail "files left in the stats directory: $(ls "$U")"
+info "nbdkit -u nobody: stats files written as nobody, at start and at exit"
+
 # --- live files, read by node_exporter
 start_server live \
     --filter=gmblock-readahead --filter=gmblock-cache --filter=gmblock-stripe \
