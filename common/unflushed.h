@@ -3,28 +3,26 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * A server acknowledges a write (without FUA) before it is on stable
- * storage; a later FLUSH to the same server process makes it durable.
+ * storage; a later FLUSH to the same server process makes it durable,
+ * whichever connection carried the write (the server offers
+ * multi-conn: a FLUSH covers every write it acknowledged before it).
  * Every welcome names that process: a random instance number the
- * server picks when it starts.  So:
+ * server picks when it starts.  So the writes are tracked for the whole
+ * bridge, not per connection:
  *
- *  - a broken connection loses nothing by itself: the server may have
- *    dropped only this client, or the network failed, and the process
- *    that holds the writes is still there;
- *  - reconnecting to the same instance loses nothing: its next FLUSH
- *    covers them;
+ *  - a broken or closed connection loses nothing by itself: the server
+ *    may have dropped only this client, or the network failed, and the
+ *    process that holds the writes is still there; a FLUSH to it, on
+ *    any connection, covers them;
  *  - reaching a different instance, on any connection, means the old
- *    process died: every connection's writes from the old instance not
- *    yet covered count as lost, and each connection's next FLUSH fails
- *    once (gm_uf_lost), as a disk that lost its write cache;
- *  - a connection closed while broken can no longer find out, so its
- *    uncovered writes count as lost at once;
- *  - a connection the client closes normally takes its uncovered
- *    writes along, as with any NBD server.
+ *    process died: every write it acknowledged and no FLUSH covered
+ *    counts as lost, and each connection's next FLUSH fails once
+ *    (gm_uf_lost), as from a disk that lost its write cache;
+ *  - a reply from the old instance that comes after that (already in
+ *    flight) counts as lost at once, as does a FLUSH's.
  *
- * Process-wide, because with multi-conn a FLUSH on any connection must
- * answer for the writes of all of them.  Every function takes one
- * short lock of its own; callers may hold their own locks, but must
- * never take one while inside these.
+ * One short lock for all of it; callers may hold their own locks, but
+ * must never take one while inside these.
  */
 #ifndef GMBLOCK_UNFLUSHED_H
 #define GMBLOCK_UNFLUSHED_H
@@ -32,40 +30,36 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+/* Per connection: the losses it has reported. */
 struct gm_unflushed {
-  struct gm_unflushed *next;    /* every open one */
-  uint64_t acked;               /* writes acknowledged without FUA */
-  uint64_t covered;             /* of those, covered by a FLUSH's reply */
-  uint64_t instance;            /* who acknowledged the uncovered ones */
-  uint64_t lost_seen;           /* losses this connection has reported */
+  uint64_t lost_seen;
 };
 
-/* A connection opens (before its first connect) and closes; 'broken':
- * it closes without having reconnected.  gm_uf_close returns how many
- * writes it counted as lost (0 almost always).
+/* A connection opens (before its first connect): losses before now are
+ * not its to report.
  */
 void gm_uf_open (struct gm_unflushed *u);
-uint64_t gm_uf_close (struct gm_unflushed *u, bool broken);
 
-/* A write, trim or zero without FUA got a successful reply from the
- * server instance 'instance'.
- */
-void gm_uf_acked (struct gm_unflushed *u, uint64_t instance);
-
-/* A FLUSH is posted: it covers what was acknowledged so far.  Hand the
- * mark back to gm_uf_flush_done when its reply says it succeeded.
- */
-uint64_t gm_uf_flush_sent (struct gm_unflushed *u);
-void gm_uf_flush_done (struct gm_unflushed *u, uint64_t mark);
-
-/* A connection (re)connected to server instance 'instance'.  Returns how many
- * writes, over every connection, the old instance had acknowledged
- * and that count as lost now (0: none).
+/* A connection (re)connected to server instance 'instance'.  Returns how
+ * many writes the previous instance had acknowledged that no FLUSH
+ * covered, lost now (0: none, or the same instance).
  */
 uint64_t gm_uf_connected (uint64_t instance);
 
+/* A write, trim or zero without FUA got a successful reply from server
+ * instance 'instance'.
+ */
+void gm_uf_acked (uint64_t instance);
+
+/* A FLUSH is posted: it covers what was acknowledged so far.  Hand the
+ * mark back to gm_uf_flush_done, with the instance that answered, when
+ * its reply says it succeeded.
+ */
+uint64_t gm_uf_flush_sent (void);
+void gm_uf_flush_done (uint64_t mark, uint64_t instance);
+
 /* Writes acknowledged and not covered yet (for messages). */
-uint64_t gm_uf_uncovered (struct gm_unflushed *u);
+uint64_t gm_uf_uncovered (void);
 
 /* True once per loss since u last asked (or opened): its next FLUSH
  * must fail.

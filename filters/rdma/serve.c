@@ -615,7 +615,7 @@ stop_workers (struct client *c)
  * client posts no receives (its NIC answers RNR, and the client chose
  * how many retries: 7 is forever) or is gone.  Its requests hold pool
  * memory every client shares, so it is dropped.  Checked about once a
- * second.  Under lock.
+ * second; dropped when found on two checks in a row.  Under lock.
  */
 #define REPLY_TIMEOUT_S 10
 #define WATCH_MS 1000
@@ -665,7 +665,7 @@ gm_rdma_client_run (void *arg)
 {
   struct client *c = arg;
   struct ibv_wc wc;
-  bool ending = false;
+  bool ending = false, suspect = false;
   uint64_t deadline = 0, next_watch = gm_now_ns () + WATCH_MS * 1000000ull;
 
   for (;;) {
@@ -684,6 +684,16 @@ gm_rdma_client_run (void *arg)
         age = now - c->reqs[stalled].replied_ns;
       }
       pthread_mutex_unlock (&c->lock);
+      /* Found twice in a row, with a second of completions taken in
+       * between: a poller that was itself held up (a paused VM, a
+       * descheduled thread) must not blame a client whose completion
+       * is already waiting in the queue. */
+      if (stalled >= 0 && !suspect) {
+        suspect = true;
+        stalled = -1;
+      }
+      else if (stalled < 0)
+        suspect = false;
       if (stalled >= 0) {
         report_stall (c, &q, age);
         r = -1;

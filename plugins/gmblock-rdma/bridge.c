@@ -53,7 +53,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_ERRORS, "error_replies", "requests the server answered with an error"),
   GM_COUNTER (BC_TRANSPORT_ERRORS, "transport_errors", "NBD requests failed with EIO: the connection broke, or could not be made"),
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
-  GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because acknowledged, unflushed writes died with a restarted server or a closed broken connection"),
+  GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because acknowledged, unflushed writes died with a restarted server"),
   GM_COUNTER (BC_PROBES, "probes", "liveness probes: zero-length RDMA WRITEs sent after a silence with requests in flight"),
 };
 
@@ -454,8 +454,7 @@ bridge_flush (void *handle, uint32_t flags)
   if (conn_writes_lost (handle)) {
     COUNT (BC_LOST_FLUSHES, 1);
     nbdkit_error (NAME ": flush: writes acknowledged and not flushed may "
-                  "be lost (the server restarted, or a broken connection "
-                  "was closed)");
+                  "be lost: the server restarted");
     nbdkit_set_error (EIO);
     return -1;
   }

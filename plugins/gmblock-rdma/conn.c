@@ -23,11 +23,13 @@
  * cannot cover it; but a broken connection alone does not mean the
  * process died (it may have dropped only this client, or the network
  * failed), and a FLUSH to the same process still covers the writes.
- * common/unflushed.c keeps that rule: writes count as lost only when a
+ * common/unflushed.c keeps that rule for the whole bridge (with
+ * multi-conn a FLUSH on any connection answers for the writes of all
+ * of them, closed ones included): writes count as lost only when a
  * connection reaches a different server instance (every welcome names
- * it) or closes while broken, and then each connection's next FLUSH
- * fails once (conn_writes_lost: the NBD client gets EIO, as from a disk
- * that lost its write cache).
+ * it), and then each connection's next FLUSH fails once
+ * (conn_writes_lost: the NBD client gets EIO, as from a disk that lost
+ * its write cache).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -92,13 +94,14 @@ struct conn {
   bool closing;                 /* said goodbye: the server's disconnect
                                  * that follows is no failure */
   time_t probe_sent;
-  struct gm_unflushed uf;       /* writes a FLUSH must still cover */
+  struct gm_unflushed uf;       /* losses this connection reported */
   struct slot slots[GM_RP_MAX_CREDITS];
 };
 
 /* c has just connected to a server instance: if it is a new one, the
  * writes the old one acknowledged and no FLUSH covered, on any
- * connection, may have died with it.
+ * connection, may have died with it.  Before any request is posted on
+ * c, so every reply on it comes from this instance.
  */
 static void
 check_instance (struct conn *c)
@@ -459,10 +462,6 @@ conn_open (void)
 void
 conn_close (struct conn *c)
 {
-  /* Broken before the goodbye (whose disconnect breaks it too). */
-  bool was_broken = c->dead;
-  uint64_t n;
-
   /* nbdkit sends no request during close: nothing is in flight. */
   if (c->thread_on && !c->dead && gm_rp_conn_credits_free (&c->rp)) {
     /* Say goodbye; the server closes. */
@@ -482,13 +481,6 @@ conn_close (struct conn *c)
     pthread_mutex_unlock (&c->m);
   }
   teardown (c);
-  /* Still broken: it cannot find out whether the server lived. */
-  n = gm_uf_close (&c->uf, was_broken);
-  if (n)
-    nbdkit_error (NAME ": %s:%s: closing a broken connection with %" PRIu64
-                  " writes acknowledged and no flush covering them: they "
-                  "may be lost; the next flush fails", server.host,
-                  server.port, n);
   close (c->stop_fd);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_destroy (&c->slots[i].done_cv);
@@ -529,11 +521,11 @@ broken (struct conn *c, const char *why)
                     server.port);
   }
   c->dead = true;
-  if (!c->closing && gm_uf_uncovered (&c->uf))
-    nbdkit_debug (NAME ": %" PRIu64 " writes acknowledged and not flushed: "
-                  "a reconnect to the same server covers them, one to a "
-                  "restarted server makes the next flush fail",
-                  gm_uf_uncovered (&c->uf));
+  if (!c->closing)
+    nbdkit_debug (NAME ": %" PRIu64 " writes acknowledged and not flushed "
+                  "(all connections): a flush to the same server process "
+                  "covers them, a restarted one makes the next flush fail",
+                  gm_uf_uncovered ());
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
     struct slot *s = &c->slots[i];
     if (s->posted) {
@@ -584,10 +576,10 @@ take (struct conn *c, const struct ibv_wc *wc)
   if (rep.error)
     COUNT (BC_ERRORS, 1);
   else if (r.op == GM_RP_FLUSH)
-    gm_uf_flush_done (&c->uf, s->flush_mark);
+    gm_uf_flush_done (s->flush_mark, c->rp.lim.instance);
   else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
            && !(r.flags & GM_RP_FLAG_FUA))
-    gm_uf_acked (&c->uf, c->rp.lim.instance);
+    gm_uf_acked (c->rp.lim.instance);
   pthread_cond_signal (&s->done_cv);
   if (post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");
@@ -787,6 +779,10 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
   sge.lkey = c->msg_mr->lkey;
   if (c->rp.in_use == 1)
     c->progress = now ();
+  /* Before the SEND: a reply on another connection that comes after it
+   * may be for a write the server finished after this FLUSH. */
+  if (r->op == GM_RP_FLUSH)
+    s->flush_mark = gm_uf_flush_sent ();
   if (ibv_post_send (c->id->qp, &wr, &bad)) {
     /* Its credit is taken and will never come back: start afresh. */
     broken (c, "ibv_post_send failed");
@@ -795,7 +791,6 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
   }
   COUNT (BC_REQUESTS, 1);
   s->handle = r->handle;
-  s->flush_mark = gm_uf_flush_sent (&c->uf);
   s->posted = true;
   pthread_mutex_unlock (&c->m);
   return 0;
