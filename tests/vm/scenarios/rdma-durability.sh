@@ -366,7 +366,16 @@ counter_above err_error_replies "$(rdma_counter err.rdma-stats error_replies)" 0
 [ "$(rdma_counter err.rdma-stats clients_dropped)" = 0 ] || fail "a client was dropped for a failed write"
 counter_above err_split_reads "$(rdma_counter err.rdma-stats split_reads)" 0 "control: the parallel path splits 1M reads"
 
+stop br
+echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
+counter_above br_error_replies "$(rdma_counter br.stats error_replies)" 0 "the failed writes came back as error replies"
+counter_above br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)" 0 "the FLUSH after the restart of (2) failed"
+
 # ---- (4) a serialising plugin: the filter's serial path
+# Another disk behind another server process: a bridge of its own (the
+# first one would rightly fail the next FLUSH, since writes the server
+# of (3b) acknowledged were never flushed).
+bridge br 10.77.0.1
 step "(4) --filter=noparallel: one worker per client, two writers at depth 16"
 serve ser 10809 /dev/vdc --filter=gmblock-rdma --filter=noparallel -- \
     rdma=10.77.0.1 rdma-stats="$LAB_OUT/ser.rdma-stats"
@@ -386,7 +395,4 @@ echo "server ser: $(tr '\n' ' ' <"$LAB_OUT/ser.rdma-stats")"
 [ "$(rdma_counter ser.rdma-stats split_reads)" = 0 ] || fail "the serial path split READs"
 counter_above ser_write_bytes "$(rdma_counter ser.rdma-stats write_bytes)" $(((32 << 20) - 1)) "both writers went over RDMA"
 stop br
-echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
-counter_above br_error_replies "$(rdma_counter br.stats error_replies)" 0 "the failed writes came back as error replies"
-counter_above br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)" 0 "the FLUSH after the restart of (2) failed"
 echo "rdma-durability: all checks passed"
