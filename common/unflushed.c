@@ -1,53 +1,193 @@
 /* gmblock: which acknowledged writes a FLUSH can still cover.
  * SPDX-License-Identifier: BSD-3-Clause
  *
- * See unflushed.h for the rule.  Acknowledgements are numbered in the
- * order they arrive, over every connection: a FLUSH's mark is the count
- * when it was posted, and its reply covers every write up to it.
+ * See unflushed.h for the rule.  Acknowledgements are numbered 1, 2,
+ * ... in the order they arrive; a set of them is kept as a range
+ * (lo, hi], the numbers above lo up to hi.  Each loss is such a range
+ * with a generation, 1, 2, ... in the order the losses happened (a
+ * late reply from a replaced instance makes a range above live
+ * writes, so the ranges are not in order of their numbers): what a
+ * connection has reported is a generation, all losses up to it.
  */
 #include <pthread.h>
+#include <string.h>
 
 #include "unflushed.h"
 
+#define NONE UINT64_MAX
+#define MAX_LOSSES 32
+
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct gm_unflushed *all;        /* the open connections */
 static uint64_t current;        /* the server instance now (0: none yet) */
-static uint64_t acked;          /* writes it acknowledged, numbered */
-static uint64_t covered;        /* of those, up to here a FLUSH covered */
-static uint64_t losses;         /* bumped by every loss */
+static bool multi_conn;         /* it offers multi-conn */
+static uint64_t acked;          /* acknowledgements numbered so far */
+static uint64_t mc_covered;     /* with multi-conn, FLUSHes covered to here */
+/* Closed connections' acknowledgements no FLUSH covered: in (lo, hi]. */
+static uint64_t orphan_lo = NONE, orphan_hi;
+static uint64_t seen;           /* losses up to this generation reported */
+static uint64_t generations;    /* losses so far */
+/* The losses, oldest first. */
+static struct { uint64_t lo, hi, gen; } loss[MAX_LOSSES];
+static unsigned nloss;
+
+static void
+add_loss (uint64_t lo, uint64_t hi)
+{
+  if (nloss == MAX_LOSSES) {
+    /* Merge the two oldest into one that covers both, as new as the
+     * newer: more counts as lost, or as unreported, never less. */
+    if (loss[0].lo < loss[1].lo)
+      loss[1].lo = loss[0].lo;
+    if (loss[0].hi > loss[1].hi)
+      loss[1].hi = loss[0].hi;
+    memmove (loss, loss + 1, (MAX_LOSSES - 1) * sizeof loss[0]);
+    nloss--;
+  }
+  loss[nloss].lo = lo;
+  loss[nloss].hi = hi;
+  loss[nloss].gen = ++generations;
+  nloss++;
+}
+
+/* A FLUSH that came when its connection had reported the losses up to
+ * generation 'after', and 'mark' writes were acknowledged: whether a
+ * later loss took one of those (it must fail), and up to which
+ * generation it reports them all (*upto).  A loss that also took
+ * writes acknowledged after the FLUSH came is not all its to report:
+ * the next FLUSH, which came after them, must fail too, so *upto stops
+ * below it.
+ */
+static bool
+must_fail (uint64_t after, uint64_t mark, uint64_t *upto)
+{
+  bool fail = false, gap = false;
+
+  *upto = after;
+  for (unsigned i = 0; i < nloss; i++) {
+    if (loss[i].gen <= after)
+      continue;
+    if (loss[i].lo < mark)
+      fail = true;
+    if (loss[i].hi > mark)
+      gap = true;
+    else if (!gap)
+      *upto = loss[i].gen;
+  }
+  return fail;
+}
+
+/* Up to where a connection's acknowledgements (or the closed ones')
+ * are covered, given what its own FLUSHes covered.
+ */
+static uint64_t
+effective_covered (uint64_t own)
+{
+  return multi_conn && mc_covered > own ? mc_covered : own;
+}
+
+/* The lowest lo such that every acknowledgement no FLUSH covered is in
+ * (lo, acked]; NONE when there is none.
+ */
+static uint64_t
+lowest_uncovered (void)
+{
+  uint64_t lo = NONE, c;
+
+  for (struct gm_unflushed *u = all; u; u = u->next) {
+    c = effective_covered (u->covered);
+    if (u->hi > c && c < lo)
+      lo = c;
+  }
+  c = orphan_lo == NONE ? NONE : effective_covered (orphan_lo);
+  if (orphan_hi > c && c < lo)
+    lo = c;
+  return lo;
+}
+
+/* u's acknowledgements no FLUSH covered go where a closed
+ * connection's go.  Under lock.
+ */
+static void
+orphan (struct gm_unflushed *u)
+{
+  uint64_t c = effective_covered (u->covered);
+
+  if (u->hi > c) {
+    if (c < orphan_lo)
+      orphan_lo = c;
+    if (u->hi > orphan_hi)
+      orphan_hi = u->hi;
+  }
+  u->hi = 0;
+  u->covered = acked;
+}
 
 void
 gm_uf_open (struct gm_unflushed *u)
 {
   pthread_mutex_lock (&lock);
-  u->lost_seen = losses;
+  u->hi = 0;
+  u->covered = acked;           /* nothing of its own before it opened */
+  u->reported = seen;           /* losses no FLUSH reported are its too */
+  u->next = all;
+  all = u;
+  pthread_mutex_unlock (&lock);
+}
+
+void
+gm_uf_close (struct gm_unflushed *u)
+{
+  pthread_mutex_lock (&lock);
+  for (struct gm_unflushed **p = &all; *p; p = &(*p)->next)
+    if (*p == u) {
+      *p = u->next;
+      break;
+    }
+  /* Still the server's to lose: a FLUSH on another connection may
+   * cover them (multi-conn), a new instance loses them. */
+  orphan (u);
   pthread_mutex_unlock (&lock);
 }
 
 uint64_t
-gm_uf_connected (uint64_t instance)
+gm_uf_connected (struct gm_unflushed *u, uint64_t instance, bool mc)
 {
-  uint64_t n = 0;
+  uint64_t n = 0, lo;
 
   pthread_mutex_lock (&lock);
-  if (instance != current) {
-    n = acked - covered;
-    covered = acked;
-    if (n)
-      losses++;
-    current = instance;
+  /* Reconnected to the same instance: without multi-conn its FLUSHes
+   * no longer cover what the old connection's did not. */
+  if (instance == current && !multi_conn)
+    orphan (u);
+  if (instance != current && current != 0) {
+    lo = lowest_uncovered ();
+    if (lo != NONE) {
+      n = acked - lo;
+      add_loss (lo, acked);
+    }
+    /* Nothing left to cover: all of it was flushed or is lost. */
+    mc_covered = acked;
+    for (struct gm_unflushed *u = all; u; u = u->next)
+      u->covered = acked;
+    orphan_lo = NONE;
+    orphan_hi = 0;
   }
+  current = instance;
+  multi_conn = mc;
   pthread_mutex_unlock (&lock);
   return n;
 }
 
 void
-gm_uf_acked (uint64_t instance)
+gm_uf_acked (struct gm_unflushed *u, uint64_t instance)
 {
   pthread_mutex_lock (&lock);
+  acked++;
   if (instance == current)
-    acked++;
+    u->hi = acked;
   else
-    losses++;                   /* from a process already replaced */
+    add_loss (acked - 1, acked);        /* from a process already replaced */
   pthread_mutex_unlock (&lock);
 }
 
@@ -63,35 +203,53 @@ gm_uf_flush_sent (void)
 }
 
 void
-gm_uf_flush_done (uint64_t mark, uint64_t instance)
+gm_uf_flush_done (struct gm_unflushed *u, uint64_t mark, uint64_t instance)
 {
   pthread_mutex_lock (&lock);
-  /* A replaced instance's flush covers nothing that is still counted:
-   * its writes were counted lost when it was replaced. */
-  if (instance == current && mark > covered)
-    covered = mark;
+  /* A replaced instance's flush covers nothing still counted: what it
+   * did not cover was counted lost when it was replaced. */
+  if (instance == current) {
+    if (mark > u->covered)
+      u->covered = mark;
+    if (multi_conn && mark > mc_covered)
+      mc_covered = mark;
+  }
   pthread_mutex_unlock (&lock);
+}
+
+void
+gm_uf_flush_begin (struct gm_unflushed *u, struct gm_uf_flush *f)
+{
+  pthread_mutex_lock (&lock);
+  f->mark = acked;
+  f->reported = u->reported;
+  pthread_mutex_unlock (&lock);
+}
+
+bool
+gm_uf_flush_end (struct gm_unflushed *u, const struct gm_uf_flush *f)
+{
+  uint64_t upto;
+  bool fail;
+
+  pthread_mutex_lock (&lock);
+  fail = must_fail (f->reported, f->mark, &upto);
+  if (upto > u->reported)
+    u->reported = upto;
+  if (u->reported > seen)
+    seen = u->reported;
+  pthread_mutex_unlock (&lock);
+  return fail;
 }
 
 uint64_t
 gm_uf_uncovered (void)
 {
-  uint64_t n;
+  uint64_t lo, n;
 
   pthread_mutex_lock (&lock);
-  n = acked - covered;
+  lo = lowest_uncovered ();
+  n = lo == NONE ? 0 : acked - lo;
   pthread_mutex_unlock (&lock);
   return n;
-}
-
-bool
-gm_uf_lost (struct gm_unflushed *u)
-{
-  bool lost;
-
-  pthread_mutex_lock (&lock);
-  lost = u->lost_seen != losses;
-  u->lost_seen = losses;
-  pthread_mutex_unlock (&lock);
-  return lost;
 }

@@ -3,26 +3,33 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * A server acknowledges a write (without FUA) before it is on stable
- * storage; a later FLUSH to the same server process makes it durable,
- * whichever connection carried the write (the server offers
- * multi-conn: a FLUSH covers every write it acknowledged before it).
- * Every welcome names that process: a random instance number the
- * server picks when it starts.  So the writes are tracked for the whole
- * bridge, not per connection:
+ * storage; a later FLUSH to the same server process makes it durable:
+ * the writes of that connection, and with multi-conn those of every
+ * connection.  Every welcome names that process: a random instance
+ * number the server picks when it starts.  Acknowledgements are
+ * numbered in the order they arrive, over every connection, so:
  *
+ *  - a FLUSH covers the acknowledgements numbered up to the count when
+ *    its SEND was posted (gm_uf_flush_sent), on its own connection, or
+ *    on all of them when the server offers multi-conn;
  *  - a broken or closed connection loses nothing by itself: the server
  *    may have dropped only this client, or the network failed, and the
- *    process that holds the writes is still there; a FLUSH to it, on
- *    any connection, covers them;
+ *    process that holds the writes is still there;
  *  - reaching a different instance, on any connection, means the old
- *    process died: every write it acknowledged and no FLUSH covered
- *    counts as lost, and each connection's next FLUSH fails once
- *    (gm_uf_lost), as from a disk that lost its write cache;
- *  - a reply from the old instance that comes after that (already in
- *    flight) counts as lost at once, as does a FLUSH's.
+ *    process died: every acknowledgement it made and no FLUSH covered
+ *    is lost (a closed connection's too); so is a reply from it still
+ *    in flight;
+ *  - an NBD FLUSH fails if a write acknowledged before the FLUSH came
+ *    to the bridge is lost and its connection has not reported that
+ *    loss yet (gm_uf_flush_begin/gm_uf_flush_end), as a disk that lost
+ *    its write cache.  A new connection reports the losses that no
+ *    FLUSH has reported yet (as Linux's errseq does for a new file
+ *    descriptor), not the ones already reported.
  *
- * One short lock for all of it; callers may hold their own locks, but
- * must never take one while inside these.
+ * Where writes interleave on several connections without multi-conn,
+ * a loss may take in writes a FLUSH did cover: a FLUSH then fails that
+ * could have succeeded, never the reverse.  One short lock for all of
+ * it; callers may hold their own locks, but must not take one inside.
  */
 #ifndef GMBLOCK_UNFLUSHED_H
 #define GMBLOCK_UNFLUSHED_H
@@ -30,40 +37,57 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Per connection: the losses it has reported. */
+/* Per connection.  Private to unflushed.c. */
 struct gm_unflushed {
-  uint64_t lost_seen;
+  struct gm_unflushed *next;    /* every open one */
+  uint64_t hi;                  /* its newest acknowledgement */
+  uint64_t covered;             /* its own FLUSHes covered up to here */
+  uint64_t reported;            /* losses up to this generation reported */
 };
 
-/* A connection opens (before its first connect): losses before now are
- * not its to report.
- */
+/* A connection opens (before its first connect) and closes. */
 void gm_uf_open (struct gm_unflushed *u);
+void gm_uf_close (struct gm_unflushed *u);
 
-/* A connection (re)connected to server instance 'instance'.  Returns how
- * many writes the previous instance had acknowledged that no FLUSH
- * covered, lost now (0: none, or the same instance).
+/* Connection u (re)connected to server instance 'instance', which
+ * offers multi-conn or not.  Before any request is posted on it.
+ * Returns at most how many acknowledgements of the previous instance
+ * that no FLUSH covered are lost now (0: none, or the same instance;
+ * without multi-conn, or with late replies, the count may take in
+ * some that were covered or counted before).
  */
-uint64_t gm_uf_connected (uint64_t instance);
+uint64_t gm_uf_connected (struct gm_unflushed *u, uint64_t instance,
+                          bool multi_conn);
 
-/* A write, trim or zero without FUA got a successful reply from server
- * instance 'instance'.
+/* A write, trim or zero without FUA got a successful reply on u from
+ * server instance 'instance'.
  */
-void gm_uf_acked (uint64_t instance);
+void gm_uf_acked (struct gm_unflushed *u, uint64_t instance);
 
-/* A FLUSH is posted: it covers what was acknowledged so far.  Hand the
- * mark back to gm_uf_flush_done, with the instance that answered, when
- * its reply says it succeeded.
+/* A FLUSH's SEND is about to be posted: the mark of what it covers.
+ * Hand it back to gm_uf_flush_done, with the instance that answered,
+ * when its reply says it succeeded.
  */
 uint64_t gm_uf_flush_sent (void);
-void gm_uf_flush_done (uint64_t mark, uint64_t instance);
+void gm_uf_flush_done (struct gm_unflushed *u, uint64_t mark,
+                       uint64_t instance);
 
-/* Writes acknowledged and not covered yet (for messages). */
-uint64_t gm_uf_uncovered (void);
-
-/* True once per loss since u last asked (or opened): its next FLUSH
- * must fail.
+/* An NBD FLUSH came to the bridge on u (begin) and was answered below,
+ * whether it succeeded or not (end).  gm_uf_flush_end returns true when
+ * the FLUSH must fail: a write acknowledged before it came is lost, and
+ * the loss had not been reported to u when it came (so FLUSHes in
+ * flight together all fail); it is reported now.
  */
-bool gm_uf_lost (struct gm_unflushed *u);
+struct gm_uf_flush {
+  uint64_t mark;                /* acknowledgements before it came */
+  uint64_t reported;            /* u's losses reported when it came */
+};
+void gm_uf_flush_begin (struct gm_unflushed *u, struct gm_uf_flush *f);
+bool gm_uf_flush_end (struct gm_unflushed *u, const struct gm_uf_flush *f);
+
+/* At most how many acknowledgements no FLUSH has covered yet, on any
+ * connection (for messages).
+ */
+uint64_t gm_uf_uncovered (void);
 
 #endif /* GMBLOCK_UNFLUSHED_H */

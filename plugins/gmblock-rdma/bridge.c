@@ -447,18 +447,22 @@ bridge_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
 static int
 bridge_flush (void *handle, uint32_t flags)
 {
-  if (request (handle, GM_RP_FLUSH, 0, NULL, 0, 0, true) == -1)
-    return -1;
+  struct gm_uf_flush f;
+  int r;
+
+  conn_flush_begin (handle, &f);
+  r = request (handle, GM_RP_FLUSH, 0, NULL, 0, 0, true);
   /* Succeeding here, after a server restart, would claim writes that
-   * died with the old server's caches are on stable storage. */
-  if (conn_writes_lost (handle)) {
+   * died with the old server's caches are on stable storage.  Failed
+   * or not, this FLUSH reports the loss, once. */
+  if (conn_flush_lost (handle, &f) && r == 0) {
     COUNT (BC_LOST_FLUSHES, 1);
     nbdkit_error (NAME ": flush: writes acknowledged and not flushed may "
                   "be lost: the server restarted");
     nbdkit_set_error (EIO);
     return -1;
   }
-  return 0;
+  return r;
 }
 
 static int

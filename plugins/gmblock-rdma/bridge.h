@@ -102,9 +102,11 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
 int conn_collect (struct conn *c, int slot);
 /* The same, with a BLOCK_STATUS reply's count of extents. */
 int conn_collect_count (struct conn *c, int slot, uint32_t *count);
-/* Has a connection broken with acknowledged, unflushed writes since
- * c last asked?  (conn.c: a FLUSH then fails.)
+/* An NBD FLUSH came on c (begin), and was answered (lost: true when
+ * it must fail, since writes acknowledged before it came died with a
+ * restarted server; common/unflushed.h).
  */
-bool conn_writes_lost (struct conn *c);
+void conn_flush_begin (struct conn *c, struct gm_uf_flush *f);
+bool conn_flush_lost (struct conn *c, const struct gm_uf_flush *f);
 
 #endif /* GMBLOCK_BRIDGE_H */

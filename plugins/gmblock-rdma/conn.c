@@ -28,7 +28,7 @@
  * of them, closed ones included): writes count as lost only when a
  * connection reaches a different server instance (every welcome names
  * it), and then each connection's next FLUSH fails once
- * (conn_writes_lost: the NBD client gets EIO, as from a disk that lost
+ * (conn_flush_lost: the NBD client gets EIO, as from a disk that lost
  * its write cache).
  */
 #include <errno.h>
@@ -94,7 +94,7 @@ struct conn {
   bool closing;                 /* said goodbye: the server's disconnect
                                  * that follows is no failure */
   time_t probe_sent;
-  struct gm_unflushed uf;       /* losses this connection reported */
+  struct gm_unflushed uf;       /* its writes a FLUSH must still cover */
   struct slot slots[GM_RP_MAX_CREDITS];
 };
 
@@ -106,10 +106,11 @@ struct conn {
 static void
 check_instance (struct conn *c)
 {
-  uint64_t n = gm_uf_connected (c->rp.lim.instance);
+  uint64_t n = gm_uf_connected (&c->uf, c->rp.lim.instance,
+                                c->rp.lim.flags & GM_RP_TF_MULTI_CONN);
 
   if (n)
-    nbdkit_error (NAME ": %s:%s is a new server instance: %" PRIu64
+    nbdkit_error (NAME ": %s:%s is a new server instance: up to %" PRIu64
                   " writes the old one acknowledged and no flush covered may "
                   "be lost; the next flush fails", server.host, server.port,
                   n);
@@ -481,6 +482,7 @@ conn_close (struct conn *c)
     pthread_mutex_unlock (&c->m);
   }
   teardown (c);
+  gm_uf_close (&c->uf);
   close (c->stop_fd);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_destroy (&c->slots[i].done_cv);
@@ -522,7 +524,7 @@ broken (struct conn *c, const char *why)
   }
   c->dead = true;
   if (!c->closing)
-    nbdkit_debug (NAME ": %" PRIu64 " writes acknowledged and not flushed "
+    nbdkit_debug (NAME ": up to %" PRIu64 " writes acknowledged and not flushed "
                   "(all connections): a flush to the same server process "
                   "covers them, a restarted one makes the next flush fail",
                   gm_uf_uncovered ());
@@ -576,10 +578,10 @@ take (struct conn *c, const struct ibv_wc *wc)
   if (rep.error)
     COUNT (BC_ERRORS, 1);
   else if (r.op == GM_RP_FLUSH)
-    gm_uf_flush_done (s->flush_mark, c->rp.lim.instance);
+    gm_uf_flush_done (&c->uf, s->flush_mark, c->rp.lim.instance);
   else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
            && !(r.flags & GM_RP_FLAG_FUA))
-    gm_uf_acked (c->rp.lim.instance);
+    gm_uf_acked (&c->uf, c->rp.lim.instance);
   pthread_cond_signal (&s->done_cv);
   if (post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");
@@ -828,8 +830,14 @@ conn_collect_count (struct conn *c, int slot, uint32_t *count)
   return r;
 }
 
-bool
-conn_writes_lost (struct conn *c)
+void
+conn_flush_begin (struct conn *c, struct gm_uf_flush *f)
 {
-  return gm_uf_lost (&c->uf);
+  gm_uf_flush_begin (&c->uf, f);
+}
+
+bool
+conn_flush_lost (struct conn *c, const struct gm_uf_flush *f)
+{
+  return gm_uf_flush_end (&c->uf, f);
 }
