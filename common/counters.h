@@ -54,14 +54,14 @@ void gm_counters_print (FILE *fp, const char *prefix,
  * random name in path's directory (never one planted there), mode 0644,
  * fsync'd, renamed over path.  Returns 0 or -1 with errno set.
  */
+int gm_write_file_atomic (const char *path,
+                          void (*emit) (FILE *fp, void *opaque),
+                          void *opaque);
+
 /* Whether gm_write_file_atomic could write path, without writing it:
  * a temp file can be made in its directory (then removed at once), and
  * path is no directory.  Returns 0 or -1 with errno set.
  */
 int gm_probe_file_atomic (const char *path);
-
-int gm_write_file_atomic (const char *path,
-                          void (*emit) (FILE *fp, void *opaque),
-                          void *opaque);
 
 #endif /* GMBLOCK_COUNTERS_H */
