@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 2.
+/* gmblock: the RDMA transport's wire protocol, version 3.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
@@ -18,6 +18,7 @@ _Static_assert (sizeof (struct gm_rp_welcome) == GM_RP_WELCOME_SIZE, "welcome");
 _Static_assert (sizeof (struct gm_rp_request) == GM_RP_REQUEST_SIZE, "request");
 _Static_assert (sizeof (struct gm_rp_reply) == GM_RP_REPLY_SIZE, "reply");
 _Static_assert (sizeof (struct gm_rp_extent) == GM_RP_EXTENT_SIZE, "extent");
+_Static_assert (sizeof (struct gm_rp_goodbye) == GM_RP_GOODBYE_SIZE, "goodbye");
 _Static_assert (GM_RP_HELLO_SIZE <= 56, "hello fits a CM connect request");
 _Static_assert (GM_RP_WELCOME_SIZE <= 148, "welcome fits a CM reject");
 
@@ -84,6 +85,10 @@ static const struct field reply_f[] = {
 static const struct field extent_f[] = {
   F (gm_rp_extent, length, 0), F (gm_rp_extent, flags, 4),
 };
+static const struct field goodbye_f[] = {
+  F (gm_rp_goodbye, magic, 0), F (gm_rp_goodbye, flags, 4),
+  F (gm_rp_goodbye, instance, 8), BYTES (gm_rp_goodbye, reserved, 16),
+};
 
 #define LAYOUT(name, size, padded, f) \
   { name, size, padded, f, sizeof f / sizeof f[0] }
@@ -97,6 +102,8 @@ static const struct layout reply_l =
   LAYOUT ("reply", GM_RP_REPLY_SIZE, false, reply_f);
 static const struct layout extent_l =
   LAYOUT ("extent", GM_RP_EXTENT_SIZE, false, extent_f);
+static const struct layout goodbye_l =
+  LAYOUT ("goodbye", GM_RP_GOODBYE_SIZE, false, goodbye_f);
 
 /* A struct member of width bytes, read and written through memcpy
  * (no cast of a uint8_t pointer to a wider type).
@@ -182,6 +189,7 @@ CODEC (welcome)
 CODEC (request)
 CODEC (reply)
 CODEC (extent)
+CODEC (goodbye)
 
 /* ---- names and errors ----------------------------------------------- */
 
@@ -434,7 +442,7 @@ gm_rp_check_extents (const void *buf, uint32_t count,
 static const char *const state_names[] = {
   [GM_RP_HANDSHAKE] = "handshake", [GM_RP_WELCOME_WAIT] = "awaiting welcome",
   [GM_RP_READY] = "ready", [GM_RP_CLOSING] = "closing",
-  [GM_RP_FAILED] = "failed",
+  [GM_RP_GONE] = "gone", [GM_RP_FAILED] = "failed",
 };
 
 void
@@ -481,10 +489,10 @@ judge_hello (const struct gm_rp_hello *h, const struct gm_rp_limits *offer,
 {
   if (h->magic != GM_RP_HELLO_MAGIC)
     return say (GM_RP_EINVAL, why, whylen, "bad hello magic 0x%08x", h->magic);
-  if (h->version != GM_RP_VERSION)
+  if (h->version < GM_RP_VERSION_MIN || h->version > GM_RP_VERSION)
     return say (GM_RP_ENOTSUP, why, whylen,
-                "version %u not supported (server speaks %u)",
-                h->version, GM_RP_VERSION);
+                "version %u not supported (server speaks %u to %u)",
+                h->version, GM_RP_VERSION_MIN, GM_RP_VERSION);
   if (!all_zero (h->reserved, sizeof h->reserved))
     return say (GM_RP_EINVAL, why, whylen, "hello: reserved field not zero");
   if (h->credits == 0)
@@ -527,6 +535,8 @@ gm_rp_conn_accept_hello (struct gm_rp_conn *c, const void *buf, size_t len,
   if (err)
     return broken (c, why, whylen, "%s", msg);
   c->lim = *offer;
+  c->lim.version = h.version;
+  w->version = h.version;       /* an older client reads its own */
   if (h.credits < c->lim.credits)
     c->lim.credits = h.credits;
   if (h.max_request < c->lim.max_request)
@@ -592,16 +602,16 @@ gm_rp_conn_take_welcome (struct gm_rp_conn *c, const void *buf, size_t len,
   if (w.error)
     return broken (c, why, whylen, "server refused with error %u: %s",
                    w.error, w.reason);
-  if (w.version != GM_RP_VERSION)
+  if (w.version != c->sent.version)
     return broken (c, why, whylen, "server speaks version %u, not %u",
-                   w.version, GM_RP_VERSION);
+                   w.version, c->sent.version);
   if (w.instance == 0)
     return broken (c, why, whylen, "welcome: instance is 0");
   l = (struct gm_rp_limits) {
     .size = w.size, .flags = w.flags, .min_block = w.min_block,
     .pref_block = w.pref_block, .max_block = w.max_block,
     .max_request = w.max_request, .credits = w.credits,
-    .instance = w.instance,
+    .instance = w.instance, .version = w.version,
   };
   if (gm_rp_check_limits (&l, why, whylen))
     return broken (c, NULL, 0, NULL);
@@ -713,5 +723,52 @@ gm_rp_conn_take_reply (struct gm_rp_conn *c, const void *buf, size_t len,
   if (gm_rp_check_reply (rep, slot, why, whylen))
     return broken (c, NULL, 0, NULL);
   retire (c, slot, r);
+  return 0;
+}
+
+int
+gm_rp_conn_goodbye (struct gm_rp_conn *c, bool flushed,
+                    struct gm_rp_goodbye *g, char *why, size_t whylen)
+{
+  if (c->role != GM_RP_SERVER ||
+      (c->state != GM_RP_READY && c->state != GM_RP_CLOSING) ||
+      c->lim.version < 3 || c->in_use)
+    return say (-1, why, whylen, "no goodbye: %s side, state %s, version %u, "
+                "%u requests in flight",
+                c->role == GM_RP_SERVER ? "server" : "client",
+                state_names[c->state], c->lim.version, c->in_use);
+  memset (g, 0, sizeof *g);
+  g->magic = GM_RP_GOODBYE_MAGIC;
+  g->flags = flushed ? GM_RP_BYE_FLUSHED : 0;
+  g->instance = c->lim.instance;
+  c->state = GM_RP_GONE;
+  return 0;
+}
+
+int
+gm_rp_conn_take_goodbye (struct gm_rp_conn *c, const void *buf, size_t len,
+                         struct gm_rp_goodbye *g, char *why, size_t whylen)
+{
+  if (c->role != GM_RP_CLIENT)
+    return broken (c, why, whylen, "goodbye on the server side");
+  if (c->state != GM_RP_READY && c->state != GM_RP_CLOSING)
+    return broken (c, why, whylen, "goodbye in state %s",
+                   state_names[c->state]);
+  if (c->lim.version < 3)
+    return broken (c, why, whylen, "goodbye in protocol version %u",
+                   c->lim.version);
+  if (gm_rp_decode_goodbye (buf, len, g, why, whylen))
+    return broken (c, NULL, 0, NULL);
+  if (g->magic != GM_RP_GOODBYE_MAGIC)
+    return broken (c, why, whylen, "bad goodbye magic 0x%08x", g->magic);
+  if (g->flags & ~GM_RP_BYE_FLUSHED)
+    return broken (c, why, whylen, "goodbye: unknown flags 0x%x", g->flags);
+  if (!all_zero (g->reserved, sizeof g->reserved))
+    return broken (c, why, whylen, "goodbye: reserved field not zero");
+  if (g->instance != c->lim.instance)
+    return broken (c, why, whylen, "goodbye from instance 0x%llx, the welcome "
+                   "named 0x%llx", (unsigned long long) g->instance,
+                   (unsigned long long) c->lim.instance);
+  c->state = GM_RP_GONE;
   return 0;
 }

@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 2 (no verbs here).
+/* gmblock: the RDMA transport's wire protocol, version 3 (no verbs here).
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * docs/rdma-protocol.md is the specification; this is its code.  Every
@@ -30,9 +30,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_RP_VERSION        2
+#define GM_RP_VERSION        3
+#define GM_RP_VERSION_MIN    2             /* the oldest a server serves */
 #define GM_RP_HELLO_MAGIC    0x48524d47u   /* "GMRH" on the wire */
 #define GM_RP_WELCOME_MAGIC  0x57524d47u   /* "GMRW" on the wire */
+#define GM_RP_GOODBYE_MAGIC  0x42524d47u   /* "GMRB" on the wire */
 #define GM_RP_MAX_CREDITS    128           /* requests in flight per conn */
 #define GM_RP_REASON_LEN     48
 
@@ -44,6 +46,7 @@
 #define GM_RP_WELCOME_SIZE   96
 #define GM_RP_REQUEST_SIZE   40
 #define GM_RP_REPLY_SIZE     16
+#define GM_RP_GOODBYE_SIZE   24            /* differs from a reply's */
 #define GM_RP_EXTENT_SIZE    8
 
 /* Opcodes: NBD's command numbers. */
@@ -136,6 +139,19 @@ struct gm_rp_reply {
   uint32_t count;               /* BLOCK_STATUS: extents written */
 };
 
+/* Server -> client by SEND, its last message (version 3): it is
+ * shutting down, has answered every request it serves and will serve
+ * no other; with GM_RP_BYE_FLUSHED, everything it acknowledged on this
+ * connection (with multi-conn: on every one) is flushed below.
+ */
+#define GM_RP_BYE_FLUSHED     (1u << 0)
+struct gm_rp_goodbye {
+  uint32_t magic;
+  uint32_t flags;               /* GM_RP_BYE_* */
+  uint64_t instance;            /* the welcome's */
+  uint8_t reserved[8];
+};
+
 /* BLOCK_STATUS: the server RDMA-WRITEs an array of these. */
 struct gm_rp_extent {
   uint32_t length;
@@ -150,6 +166,7 @@ struct gm_rp_limits {
   uint32_t max_request;         /* largest READ/WRITE length */
   uint16_t credits;             /* requests in flight at most */
   uint64_t instance;            /* the welcome's (server: its own) */
+  uint16_t version;             /* negotiated: the hello's */
 };
 
 /* Codec.  encode writes exactly the message size into buf.  decode
@@ -162,6 +179,7 @@ void gm_rp_encode_welcome (const struct gm_rp_welcome *m, void *buf);
 void gm_rp_encode_request (const struct gm_rp_request *m, void *buf);
 void gm_rp_encode_reply (const struct gm_rp_reply *m, void *buf);
 void gm_rp_encode_extent (const struct gm_rp_extent *m, void *buf);
+void gm_rp_encode_goodbye (const struct gm_rp_goodbye *m, void *buf);
 int gm_rp_decode_hello (const void *buf, size_t len, struct gm_rp_hello *m,
                         char *why, size_t whylen);
 int gm_rp_decode_welcome (const void *buf, size_t len, struct gm_rp_welcome *m,
@@ -172,6 +190,8 @@ int gm_rp_decode_reply (const void *buf, size_t len, struct gm_rp_reply *m,
                         char *why, size_t whylen);
 int gm_rp_decode_extent (const void *buf, size_t len, struct gm_rp_extent *m,
                          char *why, size_t whylen);
+int gm_rp_decode_goodbye (const void *buf, size_t len, struct gm_rp_goodbye *m,
+                          char *why, size_t whylen);
 
 /* Checks. */
 int gm_rp_check_limits (const struct gm_rp_limits *l, char *why, size_t whylen);
@@ -197,8 +217,11 @@ const char *gm_rp_op_name (unsigned op);
 /* The connection state machine.  Server: init, accept_hello, then
  * take_request per SEND received and request_end per reply sent.
  * Client: init, hello, take_welcome, then request_begin before each
- * SEND and take_reply per reply received.  Any -1 leaves the conn
- * FAILED, and every later call fails: close the connection.
+ * SEND and take_reply per reply received.  Version 3: the server's
+ * goodbye (gm_rp_conn_goodbye, once nothing is in flight) and the
+ * client's take_goodbye end it, GONE.  Any -1 leaves the conn FAILED
+ * (except gm_rp_conn_goodbye's: the state stays), and every later call
+ * fails: close the connection.
  */
 enum gm_rp_role { GM_RP_SERVER, GM_RP_CLIENT };
 enum gm_rp_state {
@@ -206,6 +229,7 @@ enum gm_rp_state {
   GM_RP_WELCOME_WAIT,           /* client: hello sent */
   GM_RP_READY,
   GM_RP_CLOSING,                /* DISCONNECT seen: only replies from now */
+  GM_RP_GONE,                   /* goodbye sent or taken: nothing more */
   GM_RP_FAILED,
 };
 
@@ -229,7 +253,7 @@ int gm_rp_conn_accept_hello (struct gm_rp_conn *c, const void *buf, size_t len,
                              const struct gm_rp_limits *offer,
                              struct gm_rp_welcome *w, char *why, size_t whylen);
 
-/* Server: a refusal (ESHUTDOWN when stopping, ENOMEM when out of
+/* Server: a refusal (ENOSPC beyond its clients, ENOMEM when out of
  * resources), for a hello it does not pass to accept_hello.
  */
 void gm_rp_welcome_refusal (struct gm_rp_welcome *w, uint32_t error,
@@ -271,6 +295,21 @@ int gm_rp_conn_request_end (struct gm_rp_conn *c, uint64_t handle,
 int gm_rp_conn_take_reply (struct gm_rp_conn *c, const void *buf, size_t len,
                            struct gm_rp_reply *rep, struct gm_rp_request *r,
                            char *why, size_t whylen);
+
+/* Server: the goodbye to send when shutting down, once it has answered
+ * every request it served (flushed: what it acknowledged is flushed
+ * below).  -1 when the conn cannot take one: a version 2 client, not
+ * READY/CLOSING, or a request still in flight (its reply would come
+ * after the flush began).  The conn is GONE after it.
+ */
+int gm_rp_conn_goodbye (struct gm_rp_conn *c, bool flushed,
+                        struct gm_rp_goodbye *g, char *why, size_t whylen);
+/* Client: a received goodbye (a SEND of GM_RP_GOODBYE_SIZE bytes).
+ * 0: valid, the conn is GONE: every request still in flight was not
+ * served.
+ */
+int gm_rp_conn_take_goodbye (struct gm_rp_conn *c, const void *buf, size_t len,
+                             struct gm_rp_goodbye *g, char *why, size_t whylen);
 
 static inline unsigned
 gm_rp_conn_credits_free (const struct gm_rp_conn *c)

@@ -2,21 +2,31 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * An input is a 16-byte header that sets the server's offer and the
- * client's hello, then records: an action byte, a length byte and that
+ * client's hello (bit 7 of byte 4: an older client, whose hello says
+ * version 2), then records: an action byte, a length byte and that
  * many bytes of message.  The actions drive a server and a client conn
- * through the handshake, requests and replies, with arbitrary bytes
- * wherever bytes arrive from the network.  Every message is copied to
- * a buffer of exactly its length, so ASan sees any read past it.
+ * through the handshake, requests, replies and the server's goodbye,
+ * with arbitrary bytes wherever bytes arrive from the network.  Every
+ * message is copied to a buffer of exactly its length, so ASan sees
+ * any read past it.
  *
  * Invariants checked after every action:
  *   - credits in use never exceed the negotiated credits (<= 128)
  *   - the handles in flight are distinct
  *   - negotiated limits pass gm_rp_check_limits and grant no more than
- *     was offered and asked
+ *     was offered and asked; the negotiated version is the hello's, 2
+ *     or 3
  *   - every request in flight is well formed, and the ones accepted
  *     (not refused with an error) obey the limits: written out here
  *     again from docs/rdma-protocol.md, not by calling the checker
  *   - both sides give the same verdict on the same request
+ *   - the server makes a goodbye exactly when its conn is READY or
+ *     CLOSING in version 3, and a refusal leaves the conn as it was;
+ *     the client takes exactly the goodbyes the protocol page allows
+ *     (checked against the bytes, not by calling the decoder), is GONE
+ *     after one and FAILED after any other
+ *   - a GONE conn takes no request or reply (each fails) and its
+ *     credits stay as they were; it never becomes READY or CLOSING
  *   - FAILED is final; decode(encode(x)) == x
  */
 #include <stdint.h>
@@ -38,6 +48,12 @@ enum action {
   REPLY,        /* client takes a reply (bytes after it: the extents) */
   BOTH,         /* client sends a request, the server takes its bytes */
   CODEC,        /* every decoder on the bytes; re-encoding gives them back */
+  GOODBYE,      /* server makes a goodbye (1st byte: bit 0 flushed; bit 1:
+                 * ask the client conn instead, which must refuse; bit 2:
+                 * the server conn is given the last one, and fails) */
+  BYE,          /* client takes a goodbye (len 0: the server's last; 1-3:
+                 * it mutated, see below; more: the bytes themselves) */
+  N_ACTIONS
 };
 
 static void
@@ -119,13 +135,18 @@ assert_conn (const struct gm_rp_conn *c, const struct gm_rp_limits *offer,
              const struct gm_rp_hello *asked)
 {
   ASSERT (c->in_use <= GM_RP_MAX_CREDITS);
-  if (c->state != GM_RP_READY && c->state != GM_RP_CLOSING)
+  /* GONE only follows READY or CLOSING: its limits are still those. */
+  if (c->state != GM_RP_READY && c->state != GM_RP_CLOSING &&
+      c->state != GM_RP_GONE)
     return;
   ASSERT (gm_rp_check_limits (&c->lim, NULL, 0) == 0);
   ASSERT (c->in_use <= c->lim.credits);
   ASSERT (gm_rp_conn_credits_free (c) <= c->lim.credits);
   ASSERT (c->lim.credits <= asked->credits &&
           c->lim.max_request <= asked->max_request);
+  /* The version is the hello's, one of 2 and 3. */
+  ASSERT (c->lim.version == asked->version);
+  ASSERT (c->lim.version == 2 || c->lim.version == 3);
   if (c->role == GM_RP_SERVER)
     ASSERT (c->lim.credits <= offer->credits &&
             c->lim.max_request <= offer->max_request &&
@@ -179,7 +200,7 @@ codec_round_trip (const uint8_t *d, size_t n)
   union {
     struct gm_rp_hello hello; struct gm_rp_welcome welcome;
     struct gm_rp_request request; struct gm_rp_reply reply;
-    struct gm_rp_extent extent;
+    struct gm_rp_extent extent; struct gm_rp_goodbye goodbye;
   } m;
   uint8_t out[GM_RP_WELCOME_SIZE];
 
@@ -195,17 +216,39 @@ codec_round_trip (const uint8_t *d, size_t n)
   ROUND (request, GM_RP_REQUEST_SIZE);
   ROUND (reply, GM_RP_REPLY_SIZE);
   ROUND (extent, GM_RP_EXTENT_SIZE);
+  ROUND (goodbye, GM_RP_GOODBYE_SIZE);
+}
+
+/* Would a client conn in this state take these bytes as a goodbye?
+ * The rules of the protocol page, on the bytes.
+ */
+static bool
+goodbye_ok (const struct gm_rp_conn *c, enum gm_rp_state before,
+            const uint8_t *b, size_t len)
+{
+  if (c->role != GM_RP_CLIENT ||
+      (before != GM_RP_READY && before != GM_RP_CLOSING) ||
+      c->lim.version < 3 || len != 24)
+    return false;
+  if (le (b, 4) != 0x42524d47 /* "GMRB" */ || (le (b + 4, 4) & ~1u) ||
+      le (b + 8, 8) != c->lim.instance)
+    return false;
+  for (unsigned i = 16; i < 24; i++)
+    if (b[i])
+      return false;
+  return true;
 }
 
 /* FUZZ_TRACE=1 ./fuzz-rdmaproto FILE: what each action did. */
 static int trace = -1;
 static const char *const action_names[] = {
   "HELLO", "WELCOME", "REQUEST", "END", "BEGIN", "REPLY", "BOTH", "CODEC",
+  "GOODBYE", "BYE",
 };
 static const char *const state_names[] = {
   [GM_RP_HANDSHAKE] = "handshake", [GM_RP_WELCOME_WAIT] = "welcome-wait",
   [GM_RP_READY] = "ready", [GM_RP_CLOSING] = "closing",
-  [GM_RP_FAILED] = "FAILED",
+  [GM_RP_GONE] = "gone", [GM_RP_FAILED] = "FAILED",
 };
 
 int LLVMFuzzerTestOneInput (const uint8_t *data, size_t size);
@@ -221,6 +264,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   uint8_t hello_b[GM_RP_HELLO_SIZE], welcome_b[GM_RP_WELCOME_SIZE] = { 0 };
   size_t welcome_len = 0;
   bool own_hello = false;       /* the welcome answers the client's hello */
+  /* The server's last goodbye; before it makes one, what it would. */
+  struct gm_rp_goodbye bye = { .magic = GM_RP_GOODBYE_MAGIC,
+                               .flags = GM_RP_BYE_FLUSHED, .instance = 0x5eed };
+  uint8_t bye_b[GM_RP_GOODBYE_SIZE + 8] = { 0 };
   char why[256];
 
   if (trace < 0)
@@ -230,7 +277,8 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   why[0] = '\0';
   offer = (struct gm_rp_limits) {
     .credits = data[0], .flags = le (data + 2, 2),
-    .min_block = 1u << (data[4] % 18), .pref_block = 1u << (data[5] % 27),
+    .min_block = 1u << ((data[4] & 0x7f) % 18),
+    .pref_block = 1u << (data[5] % 27),
     .max_block = data[6] == 255 ? UINT32_MAX : 1u << (data[6] % 32),
     .max_request = 1u << (data[7] % 32), .size = le (data + 8, 8),
     .instance = 0x5eed,         /* a server's, never 0 */
@@ -239,10 +287,14 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   gm_rp_conn_init (&cl, GM_RP_CLIENT);
   ASSERT (gm_rp_conn_hello (&cl, data[1], 1u << ((data[7] + (data[1] >> 4)) % 32),
                             &hello, why, sizeof why) == 0);
+  ASSERT (hello.version == GM_RP_VERSION);
+  if (data[4] & 0x80)           /* an older client: its hello and all */
+    hello.version = cl.sent.version = 2;
   gm_rp_encode_hello (&hello, hello_b);
+  gm_rp_encode_goodbye (&bye, bye_b);
 
   for (size_t at = HEADER; at + 2 <= size;) {
-    enum action act = data[at] % 8;
+    enum action act = data[at] % N_ACTIONS;
     size_t len = data[at + 1];
     if (len > size - at - 2)
       len = size - at - 2;
@@ -254,8 +306,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     bool sv_failed = sv.state == GM_RP_FAILED;
     bool cl_failed = cl.state == GM_RP_FAILED;
     bool cl_waiting = cl.state == GM_RP_WELCOME_WAIT;
+    bool sv_gone = sv.state == GM_RP_GONE;
+    bool cl_gone = cl.state == GM_RP_GONE;
+    unsigned sv_in_use = sv.in_use, cl_in_use = cl.in_use;
+    enum gm_rp_state sv_before = sv.state, cl_before = cl.state;
     struct gm_rp_request r, r2;
     struct gm_rp_reply rep;
+    struct gm_rp_goodbye g;
     int ret, ret2;
 
     switch (act) {
@@ -291,30 +348,35 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       ret = gm_rp_conn_take_request (&sv, msg, len, &r, why, sizeof why);
       if (ret == 0 && r.op != GM_RP_DISCONNECT)
         assert_obeys (&r, &sv.lim);
+      ASSERT (!sv_gone || ret == -1);
       break;
     case END:
       if (len == 1 && sv.in_use)
-        gm_rp_conn_request_end (&sv, sv.inflight[msg[0] % sv.in_use].handle,
-                                &r, why, sizeof why);
+        ret = gm_rp_conn_request_end (&sv,
+                                      sv.inflight[msg[0] % sv.in_use].handle,
+                                      &r, why, sizeof why);
       else
-        gm_rp_conn_request_end (&sv, le (msg, len < 8 ? len : 8), &r,
-                                why, sizeof why);
+        ret = gm_rp_conn_request_end (&sv, le (msg, len < 8 ? len : 8), &r,
+                                      why, sizeof why);
+      ASSERT (!sv_gone || ret == -1);
       break;
     case BEGIN:
       if (gm_rp_decode_request (msg, len, &r, why, sizeof why) == 0) {
         unsigned before = cl.in_use;
         ret = gm_rp_conn_request_begin (&cl, &r, why, sizeof why);
         ASSERT (ret <= 0 || cl.in_use == before);  /* refused: no credit */
+        ASSERT (!cl_gone || ret == -1);
       }
       break;
     case REPLY:
       /* Bytes after a reply are the extents it left in the buffer. */
-      if (gm_rp_conn_take_reply (&cl, msg, len > GM_RP_REPLY_SIZE
-                                 ? GM_RP_REPLY_SIZE : len, &rep, &r,
-                                 why, sizeof why) == 0 &&
-          r.op == GM_RP_BLOCK_STATUS && rep.error == 0 &&
+      ret = gm_rp_conn_take_reply (&cl, msg, len > GM_RP_REPLY_SIZE
+                                   ? GM_RP_REPLY_SIZE : len, &rep, &r,
+                                   why, sizeof why);
+      if (ret == 0 && r.op == GM_RP_BLOCK_STATUS && rep.error == 0 &&
           (size_t) rep.count * GM_RP_EXTENT_SIZE <= len - GM_RP_REPLY_SIZE)
         check_extents (msg + GM_RP_REPLY_SIZE, rep.count, &r);
+      ASSERT (!cl_gone || ret == -1);
       break;
     case BOTH:
       if (gm_rp_decode_request (msg, len, &r, why, sizeof why) == 0 &&
@@ -342,6 +404,86 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
     case CODEC:
       codec_round_trip (msg, len);
       break;
+    case GOODBYE:
+      if (len && (msg[0] & 2)) {
+        /* Only a server says goodbye: refused, the client as it was. */
+        memset (&g, 0x5a, sizeof g);
+        ASSERT (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);
+        ASSERT (cl.state == cl_before);
+        break;
+      }
+      if (len && (msg[0] & 4)) {
+        /* Only a client takes one: the server conn is broken. */
+        ASSERT (gm_rp_conn_take_goodbye (&sv, bye_b, GM_RP_GOODBYE_SIZE, &g,
+                                         why, sizeof why) == -1);
+        ASSERT (sv.state == GM_RP_FAILED);
+        break;
+      }
+      ret = gm_rp_conn_goodbye (&sv, len ? msg[0] & 1 : true, &g,
+                                why, sizeof why);
+      ASSERT (ret == 0 || ret == -1);
+      ASSERT ((ret == 0) == ((sv_before == GM_RP_READY ||
+                              sv_before == GM_RP_CLOSING) &&
+                             sv.lim.version >= 3 && sv_in_use == 0));
+      if (ret) {
+        ASSERT (sv.state == sv_before);
+        break;
+      }
+      ASSERT (sv.state == GM_RP_GONE && sv.in_use == sv_in_use);
+      ASSERT (g.magic == GM_RP_GOODBYE_MAGIC && g.instance == sv.lim.instance);
+      ASSERT (g.flags == (len && !(msg[0] & 1) ? 0 : GM_RP_BYE_FLUSHED));
+      for (unsigned i = 0; i < sizeof g.reserved; i++)
+        ASSERT (g.reserved[i] == 0);
+      bye = g;
+      memset (bye_b, 0, sizeof bye_b);
+      gm_rp_encode_goodbye (&bye, bye_b);
+      break;
+    case BYE: {
+      /* len 1-3, the server's goodbye mutated: byte msg[0] % 24 xor
+       * msg[1] (else 1); with a 3rd byte, msg[2] % 33 bytes of it
+       * (zeros past its 24).
+       */
+      uint8_t b[sizeof bye_b];
+      const uint8_t *p = b;
+      size_t blen = GM_RP_GOODBYE_SIZE;
+      memcpy (b, bye_b, sizeof b);
+      if (len >= 1 && len <= 3) {
+        b[msg[0] % GM_RP_GOODBYE_SIZE] ^= len >= 2 ? msg[1] : 1;
+        if (len == 3)
+          blen = msg[2] % (sizeof b + 1);
+      }
+      else if (len > 3) {
+        p = msg;
+        blen = len;
+      }
+      /* The goodbye alone in a buffer of its size, like msg. */
+      uint8_t *copy = malloc (blen ? blen : 1);
+      memcpy (copy, p, blen);
+      bool ok = goodbye_ok (&cl, cl_before, copy, blen);
+      memset (&g, 0x5a, sizeof g);
+      ret = gm_rp_conn_take_goodbye (&cl, copy, blen, &g, why, sizeof why);
+      ASSERT (ret == 0 || ret == -1);
+      ASSERT ((ret == 0) == ok);
+      if (ret == 0) {
+        ASSERT (cl.state == GM_RP_GONE && cl.in_use == cl_in_use);
+        ASSERT (g.instance == cl.lim.instance && g.magic == GM_RP_GOODBYE_MAGIC);
+        ASSERT ((g.flags & ~GM_RP_BYE_FLUSHED) == 0);
+        ASSERT (g.flags == le (copy + 4, 4));
+      }
+      else
+        ASSERT (cl.state == GM_RP_FAILED);
+      /* The server's own goodbye, unchanged, to the client it welcomed:
+       * taken whenever the client's state and version allow one.
+       */
+      if (len == 0 && cl.lim.instance == bye.instance &&
+          cl.lim.version >= 3 &&
+          (cl_before == GM_RP_READY || cl_before == GM_RP_CLOSING))
+        ASSERT (ret == 0);
+      free (copy);
+      break;
+    }
+    case N_ACTIONS:
+      die ("unreachable");
     }
     free (msg);
     if (trace)
@@ -352,9 +494,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                ? ": " : "", sv.state == GM_RP_FAILED || cl.state == GM_RP_FAILED
                ? why : "");
 
-    /* FAILED is final. */
+    /* FAILED is final; GONE leads only to FAILED, credits untouched. */
     ASSERT (!sv_failed || sv.state == GM_RP_FAILED);
     ASSERT (!cl_failed || cl.state == GM_RP_FAILED);
+    ASSERT (!sv_gone || sv.state == GM_RP_GONE || sv.state == GM_RP_FAILED);
+    ASSERT (!cl_gone || cl.state == GM_RP_GONE || cl.state == GM_RP_FAILED);
+    ASSERT (!sv_gone || sv.in_use == sv_in_use);
+    ASSERT (!cl_gone || cl.in_use == cl_in_use);
     assert_conn (&sv, &offer, &sv_hello);
     assert_conn (&cl, &offer, &hello);
   }

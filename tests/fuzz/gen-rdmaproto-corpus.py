@@ -8,38 +8,43 @@ The messages are packed here from the tables of docs/rdma-protocol.md,
 not by the C code, so the seeds also check that page against the code:
 a seed the C decoder read differently would not reach the states it
 was written for.  The input format is the fuzz target's: a 16-byte
-header (server offer, client hello), then records of action byte,
+header (server offer, client hello; bit 7 of its byte 4 makes the
+client an older one, speaking version 2), then records of action byte,
 length byte, message.
 """
 import os
 import struct
 import sys
 
-HELLO, WELCOME, REQUEST, END, BEGIN, REPLY, BOTH, CODEC = range(8)
+HELLO, WELCOME, REQUEST, END, BEGIN, REPLY, BOTH, CODEC, GOODBYE, BYE = range(10)
 READ, WRITE, DISCONNECT, FLUSH, TRIM, CACHE, ZERO, BLOCK_STATUS = range(8)
 FUA, NO_HOLE, REQ_ONE, FAST_ZERO = 1, 2, 8, 16
 TF_ALL = (1 << 2) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 10) \
     | (1 << 11) | (1 << 15)
 TF_READ_ONLY = 1 << 1
 ADDR, RKEY = 0x7F0000001000, 0x1234
+INSTANCE = 0x5EED                        # the fuzz target's server's
+BYE_FLUSHED = 1
 
 
 def header(credits=8, client_credits=4, flags=TF_ALL, min_shift=9,
-           pref_shift=12, max_shift=25, req_shift=20, size=64 << 20):
+           pref_shift=12, max_shift=25, req_shift=20, size=64 << 20,
+           old_client=False):
     return struct.pack("<BBHBBBBQ", credits, client_credits, flags,
-                       min_shift, pref_shift, max_shift, req_shift, size)
+                       min_shift | (0x80 if old_client else 0), pref_shift,
+                       max_shift, req_shift, size)
 
 
-def hello(magic=0x48524D47, version=2, credits=4, max_request=1 << 20):
+def hello(magic=0x48524D47, version=3, credits=4, max_request=1 << 20):
     return struct.pack("<IHHI20x", magic, version, credits, max_request)
 
 
 def welcome(error=0, credits=4, flags=TF_ALL, size=64 << 20, blocks=(512, 4096, 32 << 20),
-            max_request=1 << 20, reason=b"", instance=None):
+            max_request=1 << 20, reason=b"", instance=None, version=3):
     if instance is None:
-        instance = 0 if error else 0x5EED
-    return struct.pack("<IHHIIQIIIIQ48s", 0x57524D47, 2, credits, error, flags,
-                       size, *blocks, max_request, instance, reason)
+        instance = 0 if error else INSTANCE
+    return struct.pack("<IHHIIQIIIIQ48s", 0x57524D47, version, credits, error,
+                       flags, size, *blocks, max_request, instance, reason)
 
 
 def request(op, handle, offset=0, length=0, flags=0, buf=None):
@@ -59,20 +64,65 @@ def extent(length, flags):
     return struct.pack("<II", length, flags)
 
 
+def goodbye(magic=0x42524D47, flags=BYE_FLUSHED, instance=INSTANCE,
+            reserved=bytes(8)):
+    return struct.pack("<IIQ8s", magic, flags, instance, reserved)
+
+
 def rec(action, msg=b""):
     return bytes([action, len(msg)]) + msg
 
 
 CONNECT = rec(HELLO) + rec(WELCOME)      # the client's own hello, the answer
+# GOODBYE's byte: bit 0 flushed, bit 1 the client conn is asked instead,
+# bit 2 the server conn is given the server's goodbye.
+# BYE with 1-3 bytes: the server's goodbye, byte [0] % 24 xor [1], cut
+# or zero-padded to [2] % 33 bytes.
+SAY_BYE, SAY_BYE_UNFLUSHED = rec(GOODBYE), rec(GOODBYE, bytes([0]))
 
 SEEDS = {
     "handshake": header() + CONNECT,
     "handshake-bytes": header() + rec(HELLO, hello()) + rec(WELCOME, welcome()),
     "handshake-padded": header() + rec(HELLO, hello() + bytes(24)) + rec(WELCOME),
     "refused-version": header() + rec(HELLO, hello(version=1)) + rec(WELCOME),
+    "refused-version-4": header() + rec(HELLO, hello(version=4)) + rec(WELCOME),
     "refused-welcome": header() + rec(WELCOME, welcome(
         error=95, credits=0, flags=0, size=0, blocks=(0, 0, 0), max_request=0,
-        reason=b"version 1 not supported (server speaks 2)")),
+        reason=b"version 1 not supported (server speaks 2 to 3)")),
+    # A version 2 hello is served as version 2; this client, of version
+    # 3, refuses the welcome.
+    "handshake-v2-hello": header() + rec(HELLO, hello(version=2))
+    + rec(WELCOME),
+    # An older client: version 2 throughout, no goodbye either way.
+    "handshake-v2": header(old_client=True) + CONNECT
+    + rec(BOTH, request(READ, 1, 0, 4096)) + rec(END, bytes([0]))
+    + rec(REPLY, reply(1)) + SAY_BYE + rec(BOTH, request(WRITE, 2, 0, 512))
+    + rec(BYE, goodbye()),
+    "goodbye": header() + CONNECT + SAY_BYE + rec(BYE)
+    + rec(BEGIN, request(READ, 1, 0, 4096)),
+    "goodbye-bytes": header() + CONNECT + rec(BYE, goodbye(flags=0))
+    + rec(REPLY, reply(1)),
+    "goodbye-inflight": header() + CONNECT
+    + rec(BOTH, request(READ, 1, 0, 4096))
+    + rec(BOTH, request(WRITE, 2, 4096, 4096, FUA))
+    + rec(END, bytes([0])) + rec(REPLY, reply(1))
+    + SAY_BYE_UNFLUSHED + rec(BYE) + rec(REPLY, reply(2)),
+    "goodbye-closing": header() + CONNECT
+    + rec(BOTH, request(READ, 1, 0, 512))
+    + rec(BOTH, request(DISCONNECT, 0))
+    + rec(END, bytes([0])) + SAY_BYE + rec(BYE) + SAY_BYE
+    + rec(GOODBYE, bytes([2])) + rec(GOODBYE, bytes([4])),
+    "goodbye-bad-magic": header() + CONNECT
+    + rec(BYE, goodbye(magic=0x57524D47)),
+    "goodbye-bad-flags": header() + CONNECT + SAY_BYE + rec(BYE, bytes([4, 2])),
+    "goodbye-bad-reserved": header() + CONNECT
+    + rec(BYE, goodbye(reserved=bytes(7) + b"\x01")),
+    "goodbye-other-instance": header() + CONNECT
+    + rec(BYE, goodbye(instance=INSTANCE + 1)),
+    "goodbye-short": header() + CONNECT + SAY_BYE + rec(BYE, bytes([0, 0, 16])),
+    "goodbye-long": header() + CONNECT + SAY_BYE + rec(BYE, bytes([0, 0, 25])),
+    "goodbye-early": header() + rec(GOODBYE) + rec(HELLO) + rec(BYE)
+    + rec(WELCOME),
     "read-write": header() + CONNECT
     + rec(BOTH, request(READ, 1, 0, 4096))
     + rec(BOTH, request(WRITE, 2, 4096, 8192, FUA))
@@ -116,7 +166,9 @@ SEEDS = {
     + rec(REPLY, reply(1)),
     "codec": header() + rec(CODEC, hello()) + rec(CODEC, welcome())
     + rec(CODEC, request(WRITE, 0x0102030405060708, 1 << 40, 65536, FUA))
-    + rec(CODEC, reply(9, 28)),
+    + rec(CODEC, reply(9, 28))
+    + rec(CODEC, goodbye(flags=0x80000001, instance=1 << 63,
+                         reserved=bytes(range(1, 9)))),
 }
 
 

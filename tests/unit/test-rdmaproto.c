@@ -51,14 +51,22 @@ static void
 test_layout (void)
 {
   /* Known bytes: magic "GMRH", the handle little-endian at 8. */
-  struct gm_rp_hello h = { .magic = GM_RP_HELLO_MAGIC, .version = 2,
+  struct gm_rp_hello h = { .magic = GM_RP_HELLO_MAGIC, .version = 3,
                            .credits = 0x0102, .max_request = 0x03040506 };
   struct gm_rp_request r = { .op = GM_RP_WRITE, .flags = GM_RP_FLAG_FUA,
                              .length = 0x11223344, .handle = 0x0807060504030201,
                              .rkey = 0xaabbccdd };
   uint8_t b[GM_RP_WELCOME_SIZE] = { 0 };
   static const uint8_t hello_bytes[12] = {
-    'G', 'M', 'R', 'H', 2, 0, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03,
+    'G', 'M', 'R', 'H', 3, 0, 0x02, 0x01, 0x06, 0x05, 0x04, 0x03,
+  };
+  /* The goodbye: magic "GMRB", flags at 4, the instance at 8. */
+  struct gm_rp_goodbye g = { .magic = GM_RP_GOODBYE_MAGIC,
+                             .flags = GM_RP_BYE_FLUSHED,
+                             .instance = 0x0807060504030201ull };
+  static const uint8_t goodbye_bytes[GM_RP_GOODBYE_SIZE] = {
+    'G', 'M', 'R', 'B', 1, 0, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8,
+    0, 0, 0, 0, 0, 0, 0, 0,
   };
 
   gm_rp_encode_hello (&h, b);
@@ -71,12 +79,17 @@ test_layout (void)
   CHECK (b[32] == 0xdd && b[35] == 0xaa);
   {
     /* The welcome's instance, little-endian at 40. */
-    struct gm_rp_welcome w = { .magic = GM_RP_WELCOME_MAGIC, .version = 2,
+    struct gm_rp_welcome w = { .magic = GM_RP_WELCOME_MAGIC, .version = 3,
                                .instance = 0x0807060504030201ull };
     gm_rp_encode_welcome (&w, b);
     for (int i = 0; i < 8; i++)
       CHECK (b[40 + i] == i + 1);
+    CHECK (b[4] == 3 && b[5] == 0);
   }
+  memset (b, 0xee, sizeof b);
+  gm_rp_encode_goodbye (&g, b);
+  CHECK (memcmp (b, goodbye_bytes, sizeof goodbye_bytes) == 0);
+  CHECK (b[GM_RP_GOODBYE_SIZE] == 0xee);      /* exactly its size */
 
   /* Every wire byte belongs to a field: a struct of 0xab bytes
    * encodes to 0xab bytes only.
@@ -94,13 +107,16 @@ test_layout (void)
   COVERS (request, GM_RP_REQUEST_SIZE);
   COVERS (reply, GM_RP_REPLY_SIZE);
   COVERS (extent, GM_RP_EXTENT_SIZE);
+  COVERS (goodbye, GM_RP_GOODBYE_SIZE);
+  /* A goodbye and a reply differ in size: a client tells them apart. */
+  CHECK (GM_RP_GOODBYE_SIZE != GM_RP_REPLY_SIZE);
 }
 
 static void
 test_round_trip (void)
 {
   struct gm_rp_welcome w = {
-    .magic = GM_RP_WELCOME_MAGIC, .version = 2, .credits = 77, .error = 0,
+    .magic = GM_RP_WELCOME_MAGIC, .version = 3, .credits = 77, .error = 0,
     .flags = lim.flags, .size = 0x0123456789abcdefull, .min_block = 512,
     .pref_block = 4096, .max_block = 0xfedcba98, .max_request = 1 << 20,
     .instance = 0x8877665544332211ull, .reason = "printable",
@@ -112,6 +128,10 @@ test_round_trip (void)
   struct gm_rp_extent extent = { .length = 0xdeadbeef, .flags = 3 };
   struct gm_rp_hello hello = { .magic = 1, .version = 0xffff,
                                .credits = 0x8001, .max_request = 0x80000000 };
+  /* Every field, the ones a take refuses included. */
+  struct gm_rp_goodbye goodbye = { .magic = 0xfedcba98, .flags = 0x80000001,
+                                   .instance = 0x0123456789abcdefull,
+                                   .reserved = { 1, 2, 3, 4, 5, 6, 7, 0xff } };
 
   /* The structs have no padding, so memcmp compares every field. */
 #define ROUND_TRIP(type, m, size) do {                                  \
@@ -126,6 +146,7 @@ test_round_trip (void)
   ROUND_TRIP (reply, reply, GM_RP_REPLY_SIZE);
   ROUND_TRIP (extent, extent, GM_RP_EXTENT_SIZE);
   ROUND_TRIP (hello, hello, GM_RP_HELLO_SIZE);
+  ROUND_TRIP (goodbye, goodbye, GM_RP_GOODBYE_SIZE);
 }
 
 /* Decode never reads past len: the message ends right before a page
@@ -140,7 +161,7 @@ test_short_buffers (void)
   uint8_t *end = map + page;
   union {
     struct gm_rp_hello h; struct gm_rp_welcome w; struct gm_rp_request r;
-    struct gm_rp_reply rep; struct gm_rp_extent e;
+    struct gm_rp_reply rep; struct gm_rp_extent e; struct gm_rp_goodbye g;
   } m;
 
   CHECK (map != MAP_FAILED);
@@ -161,6 +182,7 @@ test_short_buffers (void)
   SHORT (request, GM_RP_REQUEST_SIZE);
   SHORT (reply, GM_RP_REPLY_SIZE);
   SHORT (extent, GM_RP_EXTENT_SIZE);
+  SHORT (goodbye, GM_RP_GOODBYE_SIZE);
   munmap (map, 2 * page);
 
   /* SEND messages have one size; handshakes may carry zero padding
@@ -170,6 +192,13 @@ test_short_buffers (void)
   CHECK (gm_rp_decode_request (b, GM_RP_REQUEST_SIZE + 1, &m.r, why, sizeof why) == -1);
   CHECK_WHY ("a request is 40 bytes, got 41");
   CHECK (gm_rp_decode_reply (b, GM_RP_REPLY_SIZE + 8, &m.rep, why, sizeof why) == -1);
+  CHECK_WHY ("a reply is 16 bytes, got 24");
+  CHECK (gm_rp_decode_goodbye (b, GM_RP_GOODBYE_SIZE + 1, &m.g, why, sizeof why) == -1);
+  CHECK_WHY ("a goodbye is 24 bytes, got 25");
+  CHECK (gm_rp_decode_goodbye (b, GM_RP_REQUEST_SIZE, &m.g, why, sizeof why) == -1);
+  CHECK_WHY ("a goodbye is 24 bytes, got 40");
+  CHECK (gm_rp_decode_goodbye (b, GM_RP_REPLY_SIZE, &m.g, why, sizeof why) == -1);
+  CHECK_WHY ("a goodbye is 24 bytes, got 16");
   CHECK (gm_rp_decode_hello (b, 56, &m.h, why, sizeof why) == 0);
   CHECK (gm_rp_decode_welcome (b, 148, &m.w, why, sizeof why) == 0);
   b[55] = 1;
@@ -421,9 +450,12 @@ test_errors (void)
 
 /* ---- the connection state machine ------------------------------------ */
 
-/* A client and a server conn through a handshake, over encoded bytes. */
+/* A client of this protocol version (an older one: its hello says 2)
+ * and a server conn through a handshake, over encoded bytes.
+ */
 static void
-connect_pair (struct gm_rp_conn *cl, struct gm_rp_conn *sv, uint16_t credits)
+connect_version (struct gm_rp_conn *cl, struct gm_rp_conn *sv,
+                 uint16_t credits, uint16_t version)
 {
   struct gm_rp_hello h;
   struct gm_rp_welcome w;
@@ -432,12 +464,24 @@ connect_pair (struct gm_rp_conn *cl, struct gm_rp_conn *sv, uint16_t credits)
   gm_rp_conn_init (cl, GM_RP_CLIENT);
   gm_rp_conn_init (sv, GM_RP_SERVER);
   CHECK (gm_rp_conn_hello (cl, credits, 4 * M, &h, why, sizeof why) == 0);
+  CHECK_EQ_U64 (h.version, GM_RP_VERSION);
+  h.version = cl->sent.version = version;
   gm_rp_encode_hello (&h, b);
   CHECK (gm_rp_conn_accept_hello (sv, b, GM_RP_HELLO_SIZE, &lim, &w,
                                   why, sizeof why) == 0);
+  CHECK_EQ_U64 (w.version, version);      /* the client's own */
   gm_rp_encode_welcome (&w, b);
   CHECK (gm_rp_conn_take_welcome (cl, b, GM_RP_WELCOME_SIZE, why, sizeof why) == 0);
   CHECK (cl->state == GM_RP_READY && sv->state == GM_RP_READY);
+  CHECK_EQ_U64 (sv->lim.version, version);
+  CHECK_EQ_U64 (cl->lim.version, version);
+  CHECK_EQ_U64 (cl->lim.instance, lim.instance);
+}
+
+static void
+connect_pair (struct gm_rp_conn *cl, struct gm_rp_conn *sv, uint16_t credits)
+{
+  connect_version (cl, sv, credits, GM_RP_VERSION);
 }
 
 static void
@@ -482,10 +526,18 @@ test_handshake (void)
     CHECK_EQ_U64 (w.error, err);                                        \
     CHECK (strncmp (w.reason, why, GM_RP_REASON_LEN - 1) == 0);         \
     CHECK (w.credits == 0 && w.size == 0);                              \
+    CHECK_EQ_U64 (w.version, GM_RP_VERSION);                            \
   } while (0)
   REFUSED (h_.magic = 0x4e42444d, GM_RP_EINVAL, "bad hello magic 0x4e42444d");
   REFUSED (h_.version = 1, GM_RP_ENOTSUP,
-           "version 1 not supported (server speaks 2)");
+           "version 1 not supported (server speaks 2 to 3)");
+  REFUSED (h_.version = 4, GM_RP_ENOTSUP,
+           "version 4 not supported (server speaks 2 to 3)");
+  REFUSED (h_.version = 0, GM_RP_ENOTSUP, "version 0 not supported");
+  REFUSED (h_.version = 0xffff, GM_RP_ENOTSUP, "version 65535 not supported");
+  /* Version 2, the oldest served, is judged like 3 past the version. */
+  REFUSED ((h_.version = 2, h_.credits = 0), GM_RP_EINVAL,
+           "hello asks for 0 credits");
   REFUSED (h_.reserved[19] = 1, GM_RP_EINVAL, "hello: reserved field not zero");
   REFUSED (h_.credits = 0, GM_RP_EINVAL, "hello asks for 0 credits");
   REFUSED (h_.max_request = 511, GM_RP_EINVAL,
@@ -522,7 +574,8 @@ test_handshake (void)
   WELCOME ((w_.error = GM_RP_ENOTSUP, strcpy (w_.reason, "go away")),
            "server refused with error 95: go away");
   WELCOME (w_.magic = GM_RP_HELLO_MAGIC, "bad welcome magic 0x48524d47");
-  WELCOME (w_.version = 3, "server speaks version 3, not 2");
+  WELCOME (w_.version = 2, "server speaks version 2, not 3");
+  WELCOME (w_.version = 4, "server speaks version 4, not 3");
   WELCOME (w_.instance = 0, "welcome: instance is 0");
   WELCOME (w_.reason[0] = '\n', "reason not printable and NUL-padded");
   WELCOME (w_.reason[47] = 'x', "reason not printable and NUL-padded");
@@ -699,6 +752,281 @@ test_requests (void)
   CHECK (gm_rp_conn_credits_free (&cl) == 0 && gm_rp_conn_drained (&cl));
 }
 
+/* ---- versions and the goodbye --------------------------------------- */
+
+static void
+test_versions (void)
+{
+  struct gm_rp_conn cl, sv;
+  struct gm_rp_hello h;
+  struct gm_rp_welcome w;
+  struct gm_rp_request r;
+  uint8_t b[GM_RP_WELCOME_SIZE] = { 0 };
+
+  /* A version 2 hello is served, as version 2: the welcome says 2. */
+  gm_rp_conn_init (&sv, GM_RP_SERVER);
+  h = (struct gm_rp_hello) { .magic = GM_RP_HELLO_MAGIC, .version = 2,
+                             .credits = 8, .max_request = 1 * M };
+  gm_rp_encode_hello (&h, b);
+  CHECK (gm_rp_conn_accept_hello (&sv, b, GM_RP_HELLO_SIZE, &lim, &w,
+                                  why, sizeof why) == 0);
+  CHECK (sv.state == GM_RP_READY && w.error == 0);
+  CHECK_EQ_U64 (w.version, 2);
+  CHECK_EQ_U64 (sv.lim.version, 2);
+  CHECK_EQ_U64 (w.credits, 4);
+  CHECK_EQ_U64 (w.instance, lim.instance);
+  gm_rp_encode_welcome (&w, b);
+  CHECK (b[4] == 2 && b[5] == 0);
+  /* ... and version 3 as 3. */
+  connect_pair (&cl, &sv, 4);
+  CHECK_EQ_U64 (sv.lim.version, 3);
+  /* A version 2 pair works as before. */
+  connect_version (&cl, &sv, 4, 2);
+  r = req (GM_RP_READ, 1, 0, 4096);
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == 0);
+  CHECK (take (&sv, r) == 0);
+  CHECK (gm_rp_conn_request_end (&sv, 1, NULL, why, sizeof why) == 0);
+  CHECK (reply (&cl, 1, 0, 0) == 0);
+  CHECK (cl.state == GM_RP_READY && sv.state == GM_RP_READY);
+
+  /* A client takes only the version its hello sent. */
+  gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  gm_rp_conn_hello (&cl, 4, 1 * M, &h, why, sizeof why);
+  h.version = cl.sent.version = 2;        /* an older client */
+  gm_rp_encode_hello (&h, b);
+  gm_rp_conn_init (&sv, GM_RP_SERVER);
+  CHECK (gm_rp_conn_accept_hello (&sv, b, 32, &lim, &w, why, sizeof why) == 0);
+  w.version = 3;
+  gm_rp_encode_welcome (&w, b);
+  CHECK (gm_rp_conn_take_welcome (&cl, b, GM_RP_WELCOME_SIZE, why, sizeof why) == -1);
+  CHECK_WHY ("server speaks version 3, not 2");
+  CHECK (cl.state == GM_RP_FAILED);
+  /* A refusal says the server's own version: an older client still
+   * reads its error and reason.
+   */
+  gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  gm_rp_conn_hello (&cl, 4, 1 * M, &h, why, sizeof why);
+  h.version = cl.sent.version = 2;
+  gm_rp_welcome_refusal (&w, GM_RP_ESHUTDOWN, "stopping");
+  CHECK_EQ_U64 (w.version, GM_RP_VERSION);
+  gm_rp_encode_welcome (&w, b);
+  CHECK (gm_rp_conn_take_welcome (&cl, b, GM_RP_WELCOME_SIZE, why, sizeof why) == -1);
+  CHECK_WHY ("server refused with error 108: stopping");
+}
+
+/* The server's goodbye, encoded into b (GM_RP_GOODBYE_SIZE and more). */
+static int
+say_goodbye (struct gm_rp_conn *sv, bool flushed, uint8_t *b)
+{
+  struct gm_rp_goodbye g;
+  int ret;
+
+  why[0] = '\0';
+  ret = gm_rp_conn_goodbye (sv, flushed, &g, why, sizeof why);
+  if (ret == 0)
+    gm_rp_encode_goodbye (&g, b);
+  return ret;
+}
+
+static int
+take_goodbye (struct gm_rp_conn *cl, const uint8_t *b, size_t len,
+              struct gm_rp_goodbye *g)
+{
+  why[0] = '\0';
+  return gm_rp_conn_take_goodbye (cl, b, len, g, why, sizeof why);
+}
+
+static void
+test_goodbye (void)
+{
+  struct gm_rp_conn cl, sv;
+  struct gm_rp_goodbye g;
+  struct gm_rp_request r;
+  struct gm_rp_hello h;
+  uint8_t b[32] = { 0 };
+
+  /* Made by the server, taken by the client: both are gone. */
+  connect_pair (&cl, &sv, 4);
+  CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == 0);
+  CHECK (sv.state == GM_RP_GONE);
+  CHECK_EQ_U64 (g.magic, GM_RP_GOODBYE_MAGIC);
+  CHECK_EQ_U64 (g.flags, GM_RP_BYE_FLUSHED);
+  CHECK_EQ_U64 (g.instance, lim.instance);
+  CHECK (memcmp (g.reserved, (uint8_t[8]) { 0 }, sizeof g.reserved) == 0);
+  gm_rp_encode_goodbye (&g, b);
+  memset (&g, 0xab, sizeof g);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == 0);
+  CHECK (cl.state == GM_RP_GONE);
+  CHECK_EQ_U64 (g.flags, GM_RP_BYE_FLUSHED);
+  CHECK_EQ_U64 (g.instance, lim.instance);
+  CHECK_EQ_U64 (gm_rp_conn_credits_free (&cl), 0);
+  CHECK_EQ_U64 (gm_rp_conn_credits_free (&sv), 0);
+  /* Nothing more on either side. */
+  CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: server side, state gone, version 3");
+  CHECK (sv.state == GM_RP_GONE);
+  CHECK (take (&sv, req (GM_RP_READ, 1, 0, 4096)) == -1);
+  CHECK_WHY ("request in state gone");
+  CHECK (sv.state == GM_RP_FAILED);
+  r = req (GM_RP_READ, 1, 0, 4096);
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == -1);
+  CHECK_WHY ("request in state gone");
+  CHECK (cl.state == GM_RP_FAILED);
+  /* ... a reply neither, nor a second goodbye. */
+  connect_pair (&cl, &sv, 4);
+  CHECK (say_goodbye (&sv, false, b) == 0);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == 0);
+  CHECK_EQ_U64 (g.flags, 0);
+  CHECK_EQ_U64 (g.instance, lim.instance);
+  CHECK (reply (&cl, 1, 0, 0) == -1);
+  CHECK_WHY ("reply in state gone");
+  CHECK (cl.state == GM_RP_FAILED);
+  connect_pair (&cl, &sv, 4);
+  CHECK (say_goodbye (&sv, false, b) == 0);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == 0);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == -1);
+  CHECK_WHY ("goodbye in state gone");
+  CHECK (cl.state == GM_RP_FAILED);
+  /* Not while the server has a request in flight: its reply would
+   * come after the flush the goodbye speaks for. */
+  connect_pair (&cl, &sv, 4);
+  CHECK (take (&sv, req (GM_RP_READ, 1, 0, 4096)) == 0);
+  CHECK (say_goodbye (&sv, true, b) == -1);
+  CHECK_WHY ("no goodbye: server side, state ready, version 3, "
+             "1 requests in flight");
+  CHECK (sv.state == GM_RP_READY);
+  CHECK (gm_rp_conn_request_end (&sv, 1, NULL, why, sizeof why) == 0);
+  CHECK (say_goodbye (&sv, true, b) == 0);
+  CHECK (gm_rp_conn_request_end (&sv, 1, NULL, why, sizeof why) == -1);
+  CHECK_WHY ("reply in state gone");
+
+  /* With the client's requests in flight (the server, shutting down,
+   * took none of them): allowed, they were not served, and a reply for
+   * one of them afterwards is a protocol error.
+   */
+  connect_pair (&cl, &sv, 4);
+  r = req (GM_RP_READ, 1, 0, 4096);
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == 0);
+  r = req (GM_RP_WRITE, 2, 4096, 4096);
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == 0);
+  CHECK (say_goodbye (&sv, true, b) == 0);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == 0);
+  CHECK (cl.state == GM_RP_GONE);
+  CHECK_EQ_U64 (cl.in_use, 2);
+  CHECK (reply (&cl, 2, 0, 0) == -1);
+  CHECK_WHY ("reply in state gone");
+  CHECK (cl.state == GM_RP_FAILED);
+
+  /* After a DISCONNECT (CLOSING) on both sides, too. */
+  connect_pair (&cl, &sv, 4);
+  r = req (GM_RP_DISCONNECT, 0, 0, 0);
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == 0);
+  CHECK (take (&sv, r) == 0);
+  CHECK (cl.state == GM_RP_CLOSING && sv.state == GM_RP_CLOSING);
+  CHECK (say_goodbye (&sv, false, b) == 0);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == 0);
+  CHECK (cl.state == GM_RP_GONE && sv.state == GM_RP_GONE);
+
+  /* A version 2 conn has none: the server is refused one, and stays
+   * READY; requests go on.
+   */
+  connect_version (&cl, &sv, 4, 2);
+  CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: server side, state ready, version 2");
+  CHECK (sv.state == GM_RP_READY);
+  CHECK (gm_rp_conn_goodbye (&sv, false, &g, NULL, 0) == -1);
+  CHECK (sv.state == GM_RP_READY);
+  r = req (GM_RP_READ, 1, 0, 4096);
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == 0);
+  CHECK (take (&sv, r) == 0);
+  CHECK (gm_rp_conn_request_end (&sv, 1, NULL, why, sizeof why) == 0);
+  CHECK (reply (&cl, 1, 0, 0) == 0);
+  CHECK (take (&sv, req (GM_RP_DISCONNECT, 0, 0, 0)) == 0);
+  CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: server side, state closing, version 2");
+  CHECK (sv.state == GM_RP_CLOSING);
+
+  /* Nor on a client, or before READY, or once FAILED: -1, the conn as
+   * it was.
+   */
+  connect_pair (&cl, &sv, 4);
+  CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: client side, state ready, version 3");
+  CHECK (cl.state == GM_RP_READY);
+  gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);
+  CHECK (cl.state == GM_RP_HANDSHAKE);
+  gm_rp_conn_hello (&cl, 4, 1 * M, &h, why, sizeof why);
+  CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: client side, state awaiting welcome");
+  CHECK (cl.state == GM_RP_WELCOME_WAIT);
+  gm_rp_conn_init (&sv, GM_RP_SERVER);
+  CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: server side, state handshake");
+  CHECK (sv.state == GM_RP_HANDSHAKE);
+  connect_pair (&cl, &sv, 4);
+  CHECK (take (&sv, req (GM_RP_READ, 1, 0, 0)) == -1);
+  CHECK (sv.state == GM_RP_FAILED);
+  CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
+  CHECK_WHY ("no goodbye: server side, state failed");
+  CHECK (sv.state == GM_RP_FAILED);
+
+  /* Malformed goodbyes, or one out of place: the client is FAILED. */
+#define BYE(mutation, len, msg) do {                                    \
+    struct gm_rp_goodbye g_;                                            \
+    connect_pair (&cl, &sv, 4);                                         \
+    CHECK (gm_rp_conn_goodbye (&sv, true, &g_, why, sizeof why) == 0);  \
+    mutation;                                                           \
+    memset (b, 0, sizeof b);                                            \
+    gm_rp_encode_goodbye (&g_, b);                                      \
+    CHECK (take_goodbye (&cl, b, (len), &g) == -1);                     \
+    CHECK_WHY (msg);                                                    \
+    CHECK (cl.state == GM_RP_FAILED);                                   \
+  } while (0)
+  BYE (g_.magic = GM_RP_WELCOME_MAGIC, GM_RP_GOODBYE_SIZE,
+       "bad goodbye magic 0x57524d47");
+  BYE (g_.magic = 0, GM_RP_GOODBYE_SIZE, "bad goodbye magic 0x00000000");
+  BYE (g_.flags = 1u << 1, GM_RP_GOODBYE_SIZE, "goodbye: unknown flags 0x2");
+  BYE (g_.flags = GM_RP_BYE_FLUSHED | 1u << 31, GM_RP_GOODBYE_SIZE,
+       "goodbye: unknown flags 0x80000001");
+  BYE (g_.reserved[0] = 1, GM_RP_GOODBYE_SIZE,
+       "goodbye: reserved field not zero");
+  BYE (g_.reserved[7] = 0x80, GM_RP_GOODBYE_SIZE,
+       "goodbye: reserved field not zero");
+  BYE (g_.instance++, GM_RP_GOODBYE_SIZE, "goodbye from instance "
+       "0x1122334455667789, the welcome named 0x1122334455667788");
+  BYE (g_.instance = 0, GM_RP_GOODBYE_SIZE, "goodbye from instance 0x0,");
+  BYE ((void) 0, GM_RP_REPLY_SIZE, "a goodbye is 24 bytes, got 16");
+  BYE ((void) 0, GM_RP_GOODBYE_SIZE + 1, "a goodbye is 24 bytes, got 25");
+  BYE ((void) 0, 0, "a goodbye is 24 bytes, got 0");
+  /* On the server side. */
+  connect_pair (&cl, &sv, 4);
+  CHECK (say_goodbye (&sv, true, b) == 0);
+  connect_pair (&cl, &sv, 4);
+  CHECK (take_goodbye (&sv, b, GM_RP_GOODBYE_SIZE, &g) == -1);
+  CHECK_WHY ("goodbye on the server side");
+  CHECK (sv.state == GM_RP_FAILED);
+  /* Before the welcome. */
+  gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == -1);
+  CHECK_WHY ("goodbye in state handshake");
+  CHECK (cl.state == GM_RP_FAILED);
+  gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  gm_rp_conn_hello (&cl, 4, 1 * M, &h, why, sizeof why);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == -1);
+  CHECK_WHY ("goodbye in state awaiting welcome");
+  CHECK (cl.state == GM_RP_FAILED);
+  /* On a version 2 conn (a goodbye a version 3 server would make). */
+  connect_version (&cl, &sv, 4, 2);
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == -1);
+  CHECK_WHY ("goodbye in protocol version 2");
+  CHECK (cl.state == GM_RP_FAILED);
+  /* Once FAILED. */
+  CHECK (take_goodbye (&cl, b, GM_RP_GOODBYE_SIZE, &g) == -1);
+  CHECK_WHY ("goodbye in state failed");
+  CHECK (cl.state == GM_RP_FAILED);
+}
+
 int
 main (void)
 {
@@ -711,5 +1039,7 @@ main (void)
   test_errors ();
   test_handshake ();
   test_requests ();
+  test_versions ();
+  test_goodbye ();
   UNIT_DONE ();
 }
