@@ -34,6 +34,11 @@
 
 GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
 GM_DEBUG_FLAG (gmblock_rdma_debug_trace, "gmblock-rdma_debug_trace");
+/* -D gmblock-rdma.drain_delay_ms=N: a test holds the shutdown that long
+ * after the clients began to drain, so requests surely arrive then (and
+ * are left undone). */
+GM_DEBUG_FLAG (gmblock_rdma_debug_drain_delay_ms,
+               "gmblock-rdma_debug_drain_delay_ms");
 
 #define DEFAULT_POOL (32u << 20)
 #define MIN_POOL (1u << 20)
@@ -586,6 +591,84 @@ listener_run (void *arg)
   return NULL;
 }
 
+/* ---- Shutting down. */
+
+#define DRAIN_S 30              /* requests in service at shutdown */
+#define BYE_MS 2000             /* a goodbye's completion */
+
+static bool
+before (uint64_t deadline)
+{
+  return gm_now_ns () < deadline;
+}
+
+/* Shutting down with clients connected (docs/rdma-protocol.md,
+ * "Goodbye"): every request a client sent until now is served and
+ * answered, later ones are not served; then the stack below is flushed
+ * and the client told, so that it sends what was not served to the
+ * next server and knows that a restart lost nothing it acknowledged.
+ * All clients drain before the first flush: with multi-conn a
+ * goodbye's flush answers for every connection, so no write may be
+ * acknowledged after it.  A client still busy after DRAIN_S is
+ * disconnected without a goodbye, as a version 2 one is at once.
+ */
+static void
+say_goodbyes (void)
+{
+  uint64_t deadline = gm_now_ns () + DRAIN_S * 1000000000ull;
+  struct client *c;
+
+  for (c = clients; c; c = c->next_client)
+    c->farewell = c->thread_started && !atomic_load (&c->finished) &&
+      gm_rdma_client_drain (c);
+  if (gmblock_rdma_debug_drain_delay_ms > 0)
+    usleep ((useconds_t) gmblock_rdma_debug_drain_delay_ms * 1000u);
+  for (c = clients; c; c = c->next_client) {
+    while (c->farewell && !gm_rdma_client_drained (c) && before (deadline))
+      usleep (10000);
+    if (c->farewell && !gm_rdma_client_drained (c)) {
+      nbdkit_error (NAME ": %s: requests still in service %d s into the "
+                    "shutdown: disconnected without a goodbye (they fail)",
+                    c->peer, DRAIN_S);
+      c->farewell = false;
+      rdma_disconnect (c->id);
+    }
+  }
+  for (c = clients; c; c = c->next_client) {
+    bool flushed = false;
+    int err = 0;
+
+    if (c->farewell && atomic_load (&c->finished))
+      c->farewell = false;      /* it left while the others drained */
+    if (!c->farewell)
+      continue;
+    /* Unbounded, as any flush: nbdkit's own shutdown waits for its
+     * requests too, and the client's probes find the server alive. */
+    if (c->rp.lim.flags & GM_RP_TF_FLUSH) {
+      flushed = c->next->flush (c->next, 0, &err) == 0;
+      if (!flushed) {
+        errno = err;
+        nbdkit_error (NAME ": %s: flush at shutdown: %m: the goodbye does "
+                      "not say the writes are flushed", c->peer);
+      }
+    }
+    if (gm_rdma_client_goodbye (c, flushed) == -1)
+      c->farewell = false;
+    else if (flushed)
+      COUNT (RC_GOODBYES, 1);
+  }
+  deadline = gm_now_ns () + BYE_MS * 1000000ull;
+  for (c = clients; c; c = c->next_client)
+    while (c->farewell && gm_rdma_client_bye (c) == BYE_POSTED &&
+           !atomic_load (&c->finished) && before (deadline))
+      usleep (5000);
+  for (c = clients; c; c = c->next_client)
+    if (c->farewell)
+      nbdkit_debug (NAME ": %s: goodbye %s", c->peer,
+                    gm_rdma_client_bye (c) == BYE_SENT ? "delivered"
+                    : "not delivered");
+}
+
 /* ---- Life cycle. */
 
 static void rdma_cleanup (nbdkit_backend *b);
@@ -678,6 +761,13 @@ rdma_cleanup (nbdkit_backend *b)
     pthread_join (listener, NULL);
     listener_started = false;
   }
+  /* No more connects: a client reconnecting after its goodbye is
+   * refused at once (and tries again) rather than left unanswered. */
+  if (listen_id) {
+    rdma_destroy_id (listen_id);
+    listen_id = NULL;
+  }
+  say_goodbyes ();
   /* Every client first: a worker of one may be waiting for pool memory
    * that another's requests hold until their completions flush. */
   for (struct client *c = clients; c; c = c->next_client)

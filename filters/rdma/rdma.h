@@ -36,7 +36,7 @@ enum {
   RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
   RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS,
-  RC_WHOLE_BUSY, RC_COUNT
+  RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -98,6 +98,8 @@ struct req {
   struct gm_span disk[MAX_PIECES], net[MAX_PIECES];
 };
 
+enum bye_state { BYE_NONE, BYE_POSTED, BYE_SENT, BYE_FAILED };
+
 struct client {
   struct client *next_client;
   struct rdma_cm_id *id;
@@ -124,6 +126,9 @@ struct client {
   unsigned ndeferred;
   bool stop;                    /* workers: leave */
   bool closing;                 /* DISCONNECT: answer the rest, then end */
+  bool draining;                /* shutting down: serve no new request */
+  bool farewell;                /* rdma.c's cleanup: drained, to be told */
+  enum bye_state bye;           /* its goodbye (under lock) */
   unsigned nworkers, nstarted, running;
   pthread_t *workers;
   int wake_fd;                  /* eventfd: a worker left */
@@ -134,6 +139,14 @@ struct client *gm_rdma_client_new (void);
 int gm_rdma_client_setup (struct client *c);   /* after accept_hello */
 void *gm_rdma_client_run (void *c);            /* the poller thread */
 void gm_rdma_client_release (struct client *c); /* its serve.c parts */
+/* Shutting down (rdma.c's cleanup): drain, then after a flush below,
+ * say goodbye (docs/rdma-protocol.md).  drain returns false for a
+ * client that cannot take a goodbye (protocol version 2).
+ */
+bool gm_rdma_client_drain (struct client *c);
+bool gm_rdma_client_drained (struct client *c);
+int gm_rdma_client_goodbye (struct client *c, bool flushed);
+enum bye_state gm_rdma_client_bye (struct client *c);
 
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);

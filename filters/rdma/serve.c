@@ -47,6 +47,7 @@
 #define WR_REPLY  (2ull << 32)
 #define WR_RREAD  (3ull << 32)
 #define WR_DATA   (4ull << 32)
+#define WR_BYE    (5ull << 32)
 #define WR_KIND(w) ((w) & ~0xffffffffull)
 #define WR_REQ(w) ((unsigned) (((w) >> 8) & 0xffffff))
 #define WR_PIECE(w) ((unsigned) ((w) & 0xff))
@@ -530,11 +531,25 @@ on_recv (struct client *c, const struct ibv_wc *wc)
   char why[160];
   int e;
 
+  /* One hold of the lock from the drain check to the queue: a request
+   * taken must be in a slot before the shutdown can see this client
+   * drained (gm_rdma_client_drained), or it could be served after the
+   * shutdown's flush began, and its acknowledgement would pass for
+   * flushed. */
   pthread_mutex_lock (&c->lock);
+  if (c->draining) {
+    /* Shutting down: not served, not answered.  The goodbye tells the
+     * client so, and it sends the request again elsewhere.  The
+     * receive goes back all the same: at the disconnect, its flushed
+     * completion is what ends this poller. */
+    pthread_mutex_unlock (&c->lock);
+    COUNT (RC_UNSERVED, 1);
+    return post_recv (c, slot);
+  }
   e = gm_rp_conn_take_request (&c->rp, c->recv_buf + slot * GM_RP_REQUEST_SIZE,
                                wc->byte_len, &r, why, sizeof why);
-  pthread_mutex_unlock (&c->lock);
   if (e == -1) {
+    pthread_mutex_unlock (&c->lock);
     nbdkit_error (NAME ": %s: protocol error, dropping the client: %s",
                   c->peer, why);
     COUNT (RC_PROTO_ERRORS, 1);
@@ -542,11 +557,14 @@ on_recv (struct client *c, const struct ibv_wc *wc)
   }
   if (r.op == GM_RP_DISCONNECT) {
     c->closing = true;          /* answer what is in flight, then end */
+    pthread_mutex_unlock (&c->lock);
     return 0;
   }
-  if (post_recv (c, slot) == -1)
+  /* Before the request can be answered: its reply returns the credit. */
+  if (post_recv (c, slot) == -1) {
+    pthread_mutex_unlock (&c->lock);
     return -1;
-  pthread_mutex_lock (&c->lock);
+  }
   q = free_req (c);
   if (q)
     queue_req (c, q, &r, e);
@@ -572,6 +590,12 @@ on_completion (struct client *c, const struct ibv_wc *wc)
     nbdkit_debug (NAME ": %s: %s", c->peer, ibv_wc_status_str (wc->status));
   if (kind == WR_RECV)
     return ok && !c->stop ? on_recv (c, wc) : -1;
+  if (kind == WR_BYE) {
+    pthread_mutex_lock (&c->lock);
+    c->bye = ok ? BYE_SENT : BYE_FAILED;
+    pthread_mutex_unlock (&c->lock);
+    return ok ? 0 : -1;
+  }
   if (WR_REQ (wc->wr_id) >= c->rp.lim.credits)
     return -1;
   q = &c->reqs[WR_REQ (wc->wr_id)];
@@ -746,6 +770,81 @@ gm_rdma_client_run (void *arg)
   return NULL;
 }
 
+/* ---- Shutting down (rdma.c's cleanup thread). */
+
+/* Serve no request received from now on (on_recv ignores them); the
+ * ones already received are served and answered.  A version 2 client
+ * cannot be told which were not served: it is disconnected at once, as
+ * before version 3 (its requests in flight fail).
+ */
+bool
+gm_rdma_client_drain (struct client *c)
+{
+  bool v3;
+
+  pthread_mutex_lock (&c->lock);
+  v3 = c->rp.lim.version >= 3;
+  c->draining = v3;
+  pthread_mutex_unlock (&c->lock);
+  if (!v3)
+    rdma_disconnect (c->id);
+  return v3;
+}
+
+/* Every request received before the drain is answered and its reply
+ * completed (or the client is gone).
+ */
+bool
+gm_rdma_client_drained (struct client *c)
+{
+  bool r;
+
+  pthread_mutex_lock (&c->lock);
+  r = atomic_load (&c->finished) || (all_free (c) && c->rp.in_use == 0);
+  pthread_mutex_unlock (&c->lock);
+  return r;
+}
+
+/* Post the goodbye: the last message, after every reply.  Its
+ * completion (c->bye) comes to the poller.  0, or -1.
+ */
+int
+gm_rdma_client_goodbye (struct client *c, bool flushed)
+{
+  struct gm_rp_goodbye g;
+  uint8_t msg[GM_RP_GOODBYE_SIZE];
+  struct ibv_sge sge = { .addr = (uintptr_t) msg, .length = sizeof msg };
+  struct ibv_send_wr wr = { .wr_id = WR_BYE, .sg_list = &sge, .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED | IBV_SEND_INLINE },
+    *bad;
+  char why[128];
+  int r = -1;
+
+  pthread_mutex_lock (&c->lock);
+  if (!atomic_load (&c->finished) &&
+      gm_rp_conn_goodbye (&c->rp, flushed, &g, why, sizeof why) == 0) {
+    gm_rp_encode_goodbye (&g, msg);
+    if (ibv_post_send (c->id->qp, &wr, &bad) == 0) {
+      c->bye = BYE_POSTED;
+      r = 0;
+    }
+  }
+  pthread_mutex_unlock (&c->lock);
+  return r;
+}
+
+enum bye_state
+gm_rdma_client_bye (struct client *c)
+{
+  enum bye_state r;
+
+  pthread_mutex_lock (&c->lock);
+  r = c->bye;
+  pthread_mutex_unlock (&c->lock);
+  return r;
+}
+
 /* ---- Set-up and release (listener thread). */
 
 struct client *
@@ -792,7 +891,7 @@ gm_rdma_client_setup (struct client *c)
   qa.cap.max_send_wr = n * (MAX_PIECES + 2);
   qa.cap.max_recv_wr = n;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
-  qa.cap.max_inline_data = GM_RP_REPLY_SIZE;
+  qa.cap.max_inline_data = GM_RP_GOODBYE_SIZE;   /* > a reply */
   if (rdma_create_qp (c->id, gm_rdma_pool_mr->pd, &qa))
     return -1;
   for (i = 0; i < n; i++)

@@ -55,6 +55,8 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
   GM_COUNTER (BC_LOST_FLUSHES, "lost_write_flushes", "flushes failed because acknowledged, unflushed writes died with a restarted server"),
   GM_COUNTER (BC_PROBES, "probes", "liveness probes: zero-length RDMA WRITEs sent after a silence with requests in flight"),
+  GM_COUNTER (BC_GOODBYES, "goodbyes", "server shutdowns announced by a goodbye (writes flushed or not)"),
+  GM_COUNTER (BC_RESENT, "resent", "requests the server did not serve before its goodbye, sent again after a reconnect"),
 };
 
 static struct gm_stats_out bstats_out =
@@ -208,8 +210,24 @@ struct piece {
   struct buf_ref b;
 };
 
-/* Wait for the piece and account for it; *res keeps the first error,
- * a transport failure over any other.
+/* The worse of two outcomes: a transport failure (-1: a write may or
+ * may not have landed), then a request not served (CONN_UNSERVED: safe
+ * to send again), then the server's error, then success.
+ */
+static int
+badness (int e)
+{
+  return e == -1 ? 3 : e == CONN_UNSERVED ? 2 : e > 0 ? 1 : 0;
+}
+
+static int
+worse (int a, int b)
+{
+  return badness (b) > badness (a) ? b : a;
+}
+
+/* Wait for the piece and account for it; *res keeps the worst outcome
+ * (worse), the first error of a kind.
  */
 static void
 collect (struct conn *c, struct piece *p, uint8_t op, int *res)
@@ -232,8 +250,7 @@ collect (struct conn *c, struct piece *p, uint8_t op, int *res)
   }
   if (op == GM_RP_READ || op == GM_RP_WRITE)
     mem_put (&p->b);
-  if (*res == 0 || (e == -1 && *res > 0))
-    *res = e;
+  *res = worse (*res, e);
 }
 
 /* One request: READ and WRITE as pieces of at most max_request, as
@@ -262,8 +279,8 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     int e;
 
     p->slot = conn_reserve (c, n == 0);
-    if (p->slot == -1) {
-      res = -1;
+    if (p->slot == -1 || p->slot == CONN_UNSERVED) {
+      res = worse (res, p->slot);
       break;
     }
     if (p->slot == -2) {
@@ -302,7 +319,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     if (e != 0) {
       if (data)
         mem_put (&p->b);
-      res = e;
+      res = worse (res, e);
       break;
     }
     n++;
@@ -327,13 +344,15 @@ outcome (int e)
 {
   if (e == 0)
     return 0;
-  if (e == -1)
+  if (e < 0)
     COUNT (BC_TRANSPORT_ERRORS, 1);
-  nbdkit_set_error (e == -1 ? EIO : e);
+  nbdkit_set_error (e < 0 ? EIO : e);
   return -1;
 }
 
-/* run, with one retry on a new connection for idempotent ops.
+/* run, with one retry on a new connection for idempotent ops, and for
+ * any op the server did not serve before its goodbye (a write sent
+ * again is still the same write: NBD orders no writes in flight).
  * Returns 0 or -1 with the nbdkit error set.
  */
 static int
@@ -342,8 +361,8 @@ request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
 {
   int e = run (c, op, flags, buf, count, offset);
 
-  if (e == -1 && idempotent) {
-    COUNT (BC_RETRIES, 1);
+  if (e == CONN_UNSERVED || (e == -1 && idempotent)) {
+    COUNT (e == CONN_UNSERVED ? BC_RESENT : BC_RETRIES, 1);
     e = run (c, op, flags, buf, count, offset);
   }
   return outcome (e);
@@ -436,8 +455,9 @@ static int
 bridge_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
                uint32_t flags)
 {
-  /* Not retried: NBD clients retry failed writes themselves.  The
-   * server only RDMA-READs from buf.
+  /* Not retried after a transport failure (it may have landed, and NBD
+   * clients retry failed writes themselves); sent again when the server
+   * said it did not serve it.  The server only RDMA-READs from buf.
    */
   return request (handle, GM_RP_WRITE,
                   (flags & NBDKIT_FLAG_FUA) ? GM_RP_FLAG_FUA : 0,
@@ -553,8 +573,8 @@ bridge_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
   bool one = flags & NBDKIT_FLAG_REQ_ONE;
   int e = extents_once (handle, count, offset, one, ex);
 
-  if (e == -1) {
-    COUNT (BC_RETRIES, 1);
+  if (e < 0) {
+    COUNT (e == CONN_UNSERVED ? BC_RESENT : BC_RETRIES, 1);
     e = extents_once (handle, count, offset, one, ex);
   }
   return outcome (e);

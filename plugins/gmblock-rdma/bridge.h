@@ -31,7 +31,7 @@ enum {
   BC_CONNECTS, BC_RECONNECTS, BC_REQUESTS, BC_READ_BYTES, BC_WRITE_BYTES,
   BC_COPIED, BC_ZERO_COPY, BC_ODP_HITS, BC_ODP_MISSES, BC_POOL_WAITS,
   BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES,
-  BC_LOST_FLUSHES, BC_PROBES, BC_COUNT
+  BC_LOST_FLUSHES, BC_PROBES, BC_GOODBYES, BC_RESENT, BC_COUNT
 };
 extern struct gm_counter bstats[BC_COUNT];
 #define COUNT(id, n) gm_count (&bstats[id], (n))
@@ -87,17 +87,24 @@ const struct gm_rp_limits *conn_limits (const struct conn *c);
 unsigned conn_credits (const struct conn *c);
 /* Reserve a request slot.  wait (the caller has nothing in flight):
  * reconnect if the connection is dead, and wait for a free slot.
- * Returns the slot, -1 (the connection is dead, or cannot be made) or,
+ * Returns the slot, -1 (the connection is dead, or cannot be made),
+ * CONN_UNSERVED (without wait: dead after the server's goodbye) or,
  * without wait, -2 when no slot is free.
  */
 int conn_reserve (struct conn *c, bool wait);
 void conn_unreserve (struct conn *c, int slot);
 /* Send r on slot (its handle is set here).  0, or the slot is given
- * back and: a positive errno (refused locally), -1 (transport).
+ * back and: a positive errno (refused locally), -1 (transport),
+ * CONN_UNSERVED (dead after the server's goodbye).
  */
 int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
+/* What conn_reserve, conn_post and conn_collect return when the
+ * server said goodbye (it shut down) without serving the request: like
+ * -1, but safe to send again, whatever the op, to the next server.
+ */
+#define CONN_UNSERVED (-3)
 /* Wait for slot's reply and give the slot back: 0, a positive errno
- * (the server's answer) or -1 (the connection broke).
+ * (the server's answer), -1 (the connection broke) or CONN_UNSERVED.
  */
 int conn_collect (struct conn *c, int slot);
 /* The same, with a BLOCK_STATUS reply's count of extents. */

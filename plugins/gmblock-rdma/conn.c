@@ -52,9 +52,15 @@
 #define TIMEOUT_MS 5000          /* connection set-up steps */
 #define PROBE_S 10               /* requests in flight, no completion: probe */
 #define SILENCE_S 60             /* a probe unanswered that long: broken */
+#define LEAVE_S 120              /* an ESHUTDOWN reply, no goodbye: broken */
 #define WR_SEND 0
 #define WR_PROBE 2
-#define WR_RECV 1                /* + reply buffer index << 1 */
+#define WR_RECV 1                /* + receive buffer index << 1 */
+/* A receive takes a reply or the goodbye; one more receive than
+ * credits, so the goodbye always finds one (docs/rdma-protocol.md). */
+#define RECV_SIZE GM_RP_GOODBYE_SIZE
+#define NRECV (opt_credits + 1)
+_Static_assert (GM_RP_GOODBYE_SIZE > GM_RP_REPLY_SIZE, "a goodbye is no reply");
 
 struct slot {
   pthread_cond_t done_cv;
@@ -75,7 +81,8 @@ struct conn {
   struct ibv_comp_channel *cc;
   struct ibv_cq *cq;
   struct ibv_mr *msg_mr;
-  uint8_t *msgs;                /* opt_credits requests, replies, a goodbye */
+  uint8_t *msgs;                /* opt_credits requests, NRECV receives,
+                                 * our DISCONNECT */
   int stop_fd;                  /* eventfd: the completion thread ends */
   pthread_t thread;
   bool thread_on;
@@ -93,6 +100,12 @@ struct conn {
   bool probing;                 /* a liveness probe is posted */
   bool closing;                 /* said goodbye: the server's disconnect
                                  * that follows is no failure */
+  bool server_left;             /* the server said goodbye: what it did not
+                                 * answer it did not serve (CONN_UNSERVED) */
+  bool leaving;                 /* an ESHUTDOWN reply: the server shuts
+                                 * down, post nothing more on this one */
+  time_t leaving_since;
+  unsigned given_up;            /* reconnects after a shutdown that failed */
   time_t probe_sent;
   struct gm_unflushed uf;       /* its writes a FLUSH must still cover */
   struct slot slots[GM_RP_MAX_CREDITS];
@@ -122,23 +135,23 @@ req_buf (struct conn *c, unsigned i)
   return c->msgs + i * GM_RP_REQUEST_SIZE;
 }
 
-/* The DISCONNECT request, after the replies. */
 static uint8_t *
-goodbye_buf (struct conn *c)
+recv_buf (struct conn *c, unsigned i)
 {
-  return c->msgs + opt_credits * (GM_RP_REQUEST_SIZE + GM_RP_REPLY_SIZE);
+  return c->msgs + opt_credits * GM_RP_REQUEST_SIZE + i * RECV_SIZE;
 }
 
+/* Our DISCONNECT request, after the receives. */
 static uint8_t *
-reply_buf (struct conn *c, unsigned i)
+disconnect_buf (struct conn *c)
 {
-  return c->msgs + opt_credits * GM_RP_REQUEST_SIZE + i * GM_RP_REPLY_SIZE;
+  return recv_buf (c, NRECV);
 }
 
 static size_t
 msgs_size (void)
 {
-  return opt_credits * (GM_RP_REQUEST_SIZE + GM_RP_REPLY_SIZE)
+  return opt_credits * GM_RP_REQUEST_SIZE + NRECV * RECV_SIZE
     + GM_RP_REQUEST_SIZE;
 }
 
@@ -242,8 +255,8 @@ cm_wait (struct conn *c, enum rdma_cm_event_type want,
 static int
 post_recv (struct conn *c, unsigned i)
 {
-  struct ibv_sge sge = { .addr = (uintptr_t) reply_buf (c, i),
-                         .length = GM_RP_REPLY_SIZE, .lkey = c->msg_mr->lkey };
+  struct ibv_sge sge = { .addr = (uintptr_t) recv_buf (c, i),
+                         .length = RECV_SIZE, .lkey = c->msg_mr->lkey };
   struct ibv_recv_wr wr = { .wr_id = WR_RECV | (i << 1), .sg_list = &sge,
                             .num_sge = 1 }, *bad;
   return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
@@ -252,7 +265,7 @@ post_recv (struct conn *c, unsigned i)
 static void *completion_thread (void *arg);
 
 /* Verbs resources once the route is known: CQ, QP, registered
- * messages, a receive per credit asked.
+ * messages, a receive per credit asked and one for the goodbye.
  */
 static int
 make_qp (struct conn *c, struct rdma_conn_param *cp)
@@ -267,7 +280,8 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
     return -1;
   }
   c->cc = ibv_create_comp_channel (v);
-  c->cq = c->cc ? ibv_create_cq (v, 2 * opt_credits + 2, c, c->cc, 0) : NULL;
+  c->cq = c->cc ? ibv_create_cq (v, opt_credits + NRECV + 2, c, c->cc, 0)
+    : NULL;
   c->msg_mr = ibv_reg_mr (mem_pd (), c->msgs, msgs_size (),
                           IBV_ACCESS_LOCAL_WRITE);
   if (c->cq == NULL || c->msg_mr == NULL) {
@@ -284,13 +298,13 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
    * many unsignaled ones wait for a signaled one to retire them, behind
    * at most opt_credits in flight, + the goodbye. */
   qa.cap.max_send_wr = 2 * opt_credits + 2; /* + goodbye, probe */
-  qa.cap.max_recv_wr = opt_credits;
+  qa.cap.max_recv_wr = NRECV;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   if (rdma_create_qp (c->id, mem_pd (), &qa)) {
     nbdkit_error (NAME ": rdma_create_qp: %m");
     return -1;
   }
-  for (unsigned i = 0; i < opt_credits; i++)
+  for (unsigned i = 0; i < NRECV; i++)
     if (post_recv (c, i) == -1) {
       nbdkit_error (NAME ": ibv_post_recv: %m");
       return -1;
@@ -379,11 +393,16 @@ connect_server (struct conn *c)
                   "across a reconnect");
     goto fail;
   }
+  /* Others read these under the lock (conn_reserve waits meanwhile). */
+  pthread_mutex_lock (&c->m);
   c->nslots = c->rp.lim.credits;
   c->dead = false;
+  c->server_left = false;
+  c->leaving = false;
   c->probing = false;
-  check_instance (c);
   c->progress = now ();
+  pthread_mutex_unlock (&c->m);
+  check_instance (c);
   if (pthread_create (&c->thread, NULL, completion_thread, c)) {
     nbdkit_error (NAME ": pthread_create: %m");
     goto fail;
@@ -410,12 +429,17 @@ connect_server (struct conn *c)
  * the server refused: a connect request is rejected (status 8) while
  * nobody listens, when the server (re)starts, and also while its
  * listener is busy (freeing clients that just left, under load).
+ * After a shutdown the server is restarting, most likely (patient):
+ * about 15 s.
  */
 #define CONNECT_TRIES 6
+#define CONNECT_TRIES_AFTER_GOODBYE 15
 static int
-connect_retry (struct conn *c)
+connect_retry (struct conn *c, bool patient)
 {
-  for (int i = 0; i < CONNECT_TRIES; i++) {
+  int tries = patient ? CONNECT_TRIES_AFTER_GOODBYE : CONNECT_TRIES;
+
+  for (int i = 0; i < tries; i++) {
     if (i)
       usleep (i < 4 ? 150000u << i : 1200000u);
     c->refused = false;
@@ -427,7 +451,7 @@ connect_retry (struct conn *c)
   }
   if (!c->refused)
     nbdkit_error (NAME ": cannot connect to %s:%s after %d tries: %s",
-                  server.host, server.port, CONNECT_TRIES, c->why);
+                  server.host, server.port, tries, c->why);
   return -1;
 }
 
@@ -453,7 +477,7 @@ conn_open (void)
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_init (&c->slots[i].done_cv, NULL);
   gm_uf_open (&c->uf);
-  if (connect_retry (c) == -1) {
+  if (connect_retry (c, false) == -1) {
     conn_close (c);
     return NULL;
   }
@@ -463,18 +487,20 @@ conn_open (void)
 void
 conn_close (struct conn *c)
 {
-  /* nbdkit sends no request during close: nothing is in flight. */
-  if (c->thread_on && !c->dead && gm_rp_conn_credits_free (&c->rp)) {
+  /* nbdkit sends no request during close: nothing is in flight.  The
+   * completion thread may still take a goodbye: the lock. */
+  if (c->thread_on) {
     /* Say goodbye; the server closes. */
     struct gm_rp_request r = { .op = GM_RP_DISCONNECT, .handle = ~0ull };
-    uint8_t *m = goodbye_buf (c);
+    uint8_t *m = disconnect_buf (c);
     struct ibv_sge sge = { .addr = (uintptr_t) m, .length = GM_RP_REQUEST_SIZE,
                            .lkey = c->msg_mr->lkey };
     struct ibv_send_wr wr = { .wr_id = WR_SEND, .sg_list = &sge, .num_sge = 1,
                               .opcode = IBV_WR_SEND }, *bad;
     char why[128];
     pthread_mutex_lock (&c->m);
-    if (gm_rp_conn_request_begin (&c->rp, &r, why, sizeof why) == 0) {
+    if (!c->dead && gm_rp_conn_credits_free (&c->rp) &&
+        gm_rp_conn_request_begin (&c->rp, &r, why, sizeof why) == 0) {
       gm_rp_encode_request (&r, m);
       c->closing = true;
       ibv_post_send (c->id->qp, &wr, &bad);
@@ -506,7 +532,7 @@ broken (struct conn *c, const char *why)
 
   if (c->dead)
     return;
-  if (c->closing)
+  if (c->closing || c->server_left)
     nbdkit_debug (NAME ": %s:%s: closed: %s", server.host, server.port, why);
   else
     nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
@@ -523,7 +549,7 @@ broken (struct conn *c, const char *why)
                     server.port);
   }
   c->dead = true;
-  if (!c->closing)
+  if (!c->closing && !c->server_left)
     nbdkit_debug (NAME ": up to %" PRIu64 " writes acknowledged and not flushed "
                   "(all connections): a flush to the same server process "
                   "covers them, a restarted one makes the next flush fail",
@@ -533,11 +559,39 @@ broken (struct conn *c, const char *why)
     if (s->posted) {
       s->posted = false;
       s->done = true;
-      s->result = -1;
+      s->result = c->server_left ? CONN_UNSERVED : -1;
       pthread_cond_signal (&s->done_cv);
     }
   }
   pthread_cond_broadcast (&c->free_cv);
+}
+
+/* The server shuts down: it answered every request it served, and
+ * with FLUSHED it flushed what it acknowledged (on this connection,
+ * with multi-conn on all), as a FLUSH sent now would have.  The
+ * requests still in flight were not served: the next connection gets
+ * them again.  Returns false: this connection ends.
+ */
+static bool
+take_goodbye (struct conn *c, unsigned i, uint32_t len)
+{
+  struct gm_rp_goodbye g;
+  char why[160];
+
+  if (gm_rp_conn_take_goodbye (&c->rp, recv_buf (c, i), len, &g,
+                               why, sizeof why)) {
+    nbdkit_error (NAME ": protocol error from the server: %s", why);
+    broken (c, why);
+    return false;
+  }
+  COUNT (BC_GOODBYES, 1);
+  if (g.flags & GM_RP_BYE_FLUSHED)
+    gm_uf_flush_done (&c->uf, gm_uf_flush_sent (), g.instance);
+  c->server_left = true;
+  broken (c, g.flags & GM_RP_BYE_FLUSHED
+          ? "the server shut down, its writes flushed"
+          : "the server shut down without flushing");
+  return false;
 }
 
 /* A completion; false when the connection broke. */
@@ -560,7 +614,9 @@ take (struct conn *c, const struct ibv_wc *wc)
     c->probing = false;         /* its NIC answers: keep waiting */
   if (!(wc->wr_id & WR_RECV))
     return true;                /* a SEND went out: its reply tells more */
-  if (gm_rp_conn_take_reply (&c->rp, reply_buf (c, i), wc->byte_len, &rep, &r,
+  if (wc->byte_len == GM_RP_GOODBYE_SIZE)
+    return take_goodbye (c, i, wc->byte_len);
+  if (gm_rp_conn_take_reply (&c->rp, recv_buf (c, i), wc->byte_len, &rep, &r,
                              why, sizeof why)) {
     nbdkit_error (NAME ": protocol error from the server: %s", why);
     broken (c, why);
@@ -575,7 +631,16 @@ take (struct conn *c, const struct ibv_wc *wc)
   s->done = true;
   s->result = rep.error ? gm_rp_error_from_wire (rep.error) : 0;
   s->count = rep.count;
-  if (rep.error)
+  if (rep.error == GM_RP_ESHUTDOWN && c->rp.lim.version >= 3) {
+    /* Not done: the server shuts down (nbdkit gives up requests then),
+     * and its goodbye or its disconnect follows.  Sent again to the
+     * next server, like what it never answers. */
+    s->result = CONN_UNSERVED;
+    if (!c->leaving)
+      c->leaving_since = now ();
+    c->leaving = true;
+  }
+  else if (rep.error)
     COUNT (BC_ERRORS, 1);
   else if (r.op == GM_RP_FLUSH)
     gm_uf_flush_done (&c->uf, s->flush_mark, c->rp.lim.instance);
@@ -661,19 +726,34 @@ completion_thread (void *arg)
       rdma_ack_cm_event (ev);
       if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
         pthread_mutex_lock (&c->m);
+        /* What came before the disconnect first: the server's goodbye
+         * may still wait in the queue (then take ends the connection). */
+        for (bool ok = true; ok && (n = ibv_poll_cq (c->cq, 16, wc)) > 0; )
+          for (int i = 0; i < n && ok; i++)
+            ok = take (c, &wc[i]);
         broken (c, rdma_event_str (t));
         pthread_mutex_unlock (&c->m);
         return NULL;
       }
     }
     pthread_mutex_lock (&c->m);
+    /* A server's NIC answers probes while it flushes at shutdown, and
+     * an ESHUTDOWN may also come from below a server that is not
+     * shutting down (a proxy): wait for the goodbye only so long. */
+    if (c->leaving && now () - c->leaving_since > LEAVE_S) {
+      broken (c, "no goodbye 120 s after an ESHUTDOWN reply");
+      pthread_mutex_unlock (&c->m);
+      return NULL;
+    }
     if (c->probing && now () - c->probe_sent > SILENCE_S) {
       broken (c, "a liveness probe unanswered for 60 s");
       pthread_mutex_unlock (&c->m);
       return NULL;
     }
-    if (c->rp.in_use && !c->probing && now () - c->progress >= PROBE_S
-        && probe (c) == -1) {
+    /* Waiting for replies, or for the goodbye of a server that shuts
+     * down (its flush may take long): is it still there? */
+    if ((c->rp.in_use || c->leaving) && !c->probing &&
+        now () - c->progress >= PROBE_S && probe (c) == -1) {
       broken (c, "cannot post a liveness probe");
       pthread_mutex_unlock (&c->m);
       return NULL;
@@ -688,21 +768,34 @@ int
 conn_reserve (struct conn *c, bool wait)
 {
   int r = -1;
+  unsigned given_up;
+  bool patient;
 
   pthread_mutex_lock (&c->m);
+  given_up = c->given_up;
   for (;;) {
     if (c->dead) {
-      if (!wait)
+      if (!wait) {
+        if (c->server_left)
+          r = CONN_UNSERVED;
         break;
+      }
+      /* A reconnect after a shutdown waited long for the server and
+       * failed while this one waited: fail now, not once more each. */
+      if (c->given_up != given_up) {
+        r = -1;
+        break;
+      }
       if (c->busy || c->connecting) {
         /* Others still collect their failed requests, or reconnect. */
         pthread_cond_wait (&c->free_cv, &c->m);
         continue;
       }
       c->connecting = true;
+      patient = c->server_left || c->leaving;
       pthread_mutex_unlock (&c->m);
       teardown (c);
-      r = connect_retry (c);
+      r = connect_retry (c, patient);
       pthread_mutex_lock (&c->m);
       c->connecting = false;
       /* Only ever set here: the new completion thread may already have
@@ -710,9 +803,22 @@ conn_reserve (struct conn *c, bool wait)
        * would leave a request waiting for a thread that has ended. */
       if (r == -1)
         c->dead = true;
+      if (r == -1 && patient) {
+        /* It did not come back: from now on it is a server gone. */
+        c->server_left = c->leaving = false;
+        c->given_up++;
+      }
       pthread_cond_broadcast (&c->free_cv);
       if (r == -1)
         break;
+      continue;
+    }
+    if (c->leaving) {
+      /* Wait for the goodbye (or the disconnect), then reconnect. */
+      r = CONN_UNSERVED;
+      if (!wait)
+        break;
+      pthread_cond_wait (&c->free_cv, &c->m);
       continue;
     }
     if (c->busy < c->nslots) {
@@ -756,8 +862,11 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
   int e = -1;
 
   pthread_mutex_lock (&c->m);
-  if (c->dead)
+  if (c->dead || c->leaving) {
+    if (c->server_left || c->leaving)
+      e = CONN_UNSERVED;
     goto out;                   /* broke while this piece waited */
+  }
   /* The slot in the low byte finds it again from the reply. */
   r->handle = (++c->seq << 8) | (unsigned) slot;
   /* A request's SEND needs no completion: its reply says it arrived,

@@ -22,6 +22,16 @@
 # answering success, also on another connection that had no writes and
 # had not noticed the restart (multi-conn: the welcome's server
 # instance tells it); the flush after that succeeds.
+# (2b) The same writes, but the server stopped with SIGTERM while more
+# writes stream in, 16 in flight, and started again: it answers what it
+# received, flushes and says goodbye (protocol version 3), so no write
+# fails (what it did not serve the bridge sends again to the new one),
+# the next FLUSH succeeds on both connections, and every acknowledged
+# write is on the disk.  (2c) The same without the delay filter (so
+# nothing fails with ESHUTDOWN below), the server holding its shutdown
+# 1 s after it stopped serving (-D gmblock-rdma.drain_delay_ms=1000):
+# the writes that come meanwhile go unanswered, and the bridge sends
+# them again after the goodbye.
 # (3) A failing disk (nbdkit's error filter below the cache): a flush
 # whose write-back fails is an error, the next one after the disk
 # recovers succeeds and the data is on the disk.  nbdkit's error filter
@@ -81,6 +91,18 @@ def put16(uri):
     for i in range(16):
         h.pwrite(data[i], i * SZ)
     return h, data
+
+def idle_and_put16(uri, disk):
+    # Connection b with no writes of its own (a multi-conn FLUSH on it
+    # must cover the others'), then put16 on another, checked not on
+    # the disk yet (the server's write-back cache holds them).
+    b = connect(uri)
+    if not b.can_multi_conn():
+        sys.exit("the bridge does not advertise multi-conn")
+    h, data = put16(uri)
+    if on_disk(disk, range(16), data):
+        sys.exit("control: the acknowledged writes reached the disk unflushed")
+    return b, h, data
 
 def flush_fails(h, disk, data, what):
     try:
@@ -207,12 +229,7 @@ elif mode == "lost":
     # multi-conn its FLUSH must cover h's writes, which died with the
     # old server (B learns it from the new instance in the welcome).
     uri, disk, run = args
-    b = connect(uri)
-    if not b.can_multi_conn():
-        sys.exit("the bridge does not advertise multi-conn")
-    h, data = put16(uri)
-    if on_disk(disk, range(16), data):
-        sys.exit("control: the acknowledged writes reached the disk unflushed")
+    b, h, data = idle_and_put16(uri, disk)
     open(run + "/written", "w").close()
     for _ in range(600):
         if os.path.exists(run + "/restarted"): break
@@ -228,6 +245,47 @@ elif mode == "lost":
     if not on_disk(disk, [0], data):
         sys.exit("a write flushed after the restart is not on the disk")
     print("the next FLUSH succeeds and covers the writes after the restart")
+
+elif mode == "graceful":
+    # graceful URI DISK RUN PID: put16 on h (acknowledged, not on the
+    # disk), then 240 more writes of 64K after them, 16 in flight;
+    # SIGTERM to PID after 32 of those acks (RUN/termed tells the shell,
+    # which starts the server again), the rest sent on.  Every write
+    # must succeed, then FLUSH on b (no writes of its own) and on h, and
+    # all 256 are on the disk.
+    uri, disk, run, pid = args[0], args[1], args[2], int(args[3])
+    b, h, data = idle_and_put16(uri, disk)
+    data += [random.randbytes(SZ) for _ in range(240)]
+    todo, inflight, acked, termed = list(range(16, 256)), {}, 0, None
+    t0 = time.monotonic()
+    while todo or inflight:
+        while todo and len(inflight) < 16:
+            i = todo.pop(0)
+            inflight[h.aio_pwrite(data[i], i * SZ)] = i
+        wait([h])
+        for c in list(inflight):
+            try:
+                if done(h, c):
+                    inflight.pop(c); acked += 1
+            except nbd.Error as e:
+                sys.exit("write at %d failed across the graceful restart: %s"
+                         % (inflight[c] * SZ, e))
+        if termed is None and acked >= 32:
+            os.kill(pid, signal.SIGTERM)
+            termed = (acked, len(inflight), len(todo))
+            open(run + "/termed", "w").close()
+        if time.monotonic() - t0 > 120:
+            sys.exit("the writes did not end within 120 s")
+    if termed is None:
+        sys.exit("the server was never stopped")
+    print("SIGTERM after %d acks with %d in flight and %d to send: all 256 "
+          "writes acknowledged, none failed" % termed)
+    b.flush()
+    h.flush()
+    n = len(on_disk(disk, range(256), data))
+    if n != 256:
+        sys.exit("after the FLUSHes only %d of 256 writes are on the disk" % n)
+    print("FLUSH succeeds on both connections; all 256 writes are on the disk")
 
 elif mode == "flushfail":
     # flushfail URI DISK TRIGGER: 16 writes acknowledged (cached), the
@@ -352,6 +410,50 @@ stop srv KILL
 serve srv 10809 /dev/vda "${s1_args[@]}"
 touch "$LAB_RUN/restarted"
 wait $lost || fail "(2) failed: see scenario.log"
+stop br
+counter_above br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)" 0 "the FLUSH after the restart of (2) failed"
+
+# ---- (2b), (2c) a graceful restart loses nothing and fails nothing
+# graceful CASE ARGS...: a fresh bridge, dpy graceful against server srv
+# (served with ARGS), which it stops with SIGTERM; srv is started again
+# with ARGS meanwhile.  The old server's counters go to
+# srv-CASE.rdma-stats; the bridge is stopped after, its counters checked.
+graceful() {
+    local case=$1 pid
+    shift
+    bridge br 10.77.0.1
+    rm -f "$LAB_RUN/termed"
+    dpy graceful "$br_uri" /dev/vda "$LAB_RUN" "$(server_pid srv)" &
+    pid=$!
+    for i in $(seq 600); do [ -e "$LAB_RUN/termed" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
+    [ -e "$LAB_RUN/termed" ] || { wait $pid; fail "the writer of ($case) did not stop the server"; }
+    stop srv
+    cp "$LAB_OUT/srv.rdma-stats" "$LAB_OUT/srv-$case.rdma-stats"
+    serve srv 10809 /dev/vda "$@"
+    wait $pid || fail "($case) failed: see scenario.log"
+    stop br
+    echo "server before the restart: $(grep -E 'goodbyes|unserved|error_replies' "$LAB_OUT/srv-$case.rdma-stats" | tr '\n' ' ')"
+    echo "bridge: $(grep -E 'goodbyes|resent|lost_write|reconnects|transport' "$LAB_OUT/br.stats" | tr '\n' ' ')"
+    counter_above "${case}_srv_goodbyes" "$(rdma_counter "srv-$case.rdma-stats" goodbyes)" 0 "the server said goodbye, its writes flushed"
+    counter_above "${case}_br_goodbyes" "$(rdma_counter br.stats goodbyes)" 0 "the bridge heard the goodbye"
+    counter_above "${case}_br_resent" "$(rdma_counter br.stats resent)" 0 "what the old server did not do was sent again"
+    [ "$(rdma_counter br.stats lost_write_flushes)" = 0 ] || fail "a FLUSH after the graceful restart failed"
+}
+step "(2b) SIGTERM while writes stream in, the server started again: no write fails, the next FLUSH succeeds"
+graceful 2b "${s1_args[@]}"
+stop srv
+
+step "(2c) the same, no delay filter: writes arriving during the shutdown go unanswered, then are sent again"
+s2_args=(-D gmblock-rdma.drain_delay_ms=1000 --filter=gmblock-rdma
+    --filter=gmblock-cache -- rdma=10.77.0.1 cache-mode=writeback
+    writeback-interval=3600 cache-size=64M
+    rdma-stats="$LAB_OUT/srv.rdma-stats")
+serve srv 10809 /dev/vda "${s2_args[@]}"
+graceful 2c "${s2_args[@]}"
+stop srv
+counter_above 2c_srv_unserved "$(rdma_counter srv-2c.rdma-stats unserved_at_shutdown)" 0 "control: writes came while the server shut down, left undone"
+serve srv 10809 /dev/vda "${s1_args[@]}"
+bridge br 10.77.0.1
 
 # ---- (3) failing write-back: the flush is an error until the disk recovers
 step "(3a) the write-back fails: FLUSH must fail, then succeed once it works"
@@ -381,7 +483,6 @@ counter_above err_split_reads "$(rdma_counter err.rdma-stats split_reads)" 0 "co
 stop br
 echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
 counter_above br_error_replies "$(rdma_counter br.stats error_replies)" 0 "the failed writes came back as error replies"
-counter_above br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)" 0 "the FLUSH after the restart of (2) failed"
 
 # ---- (4) a serialising plugin: the filter's serial path
 # Another disk behind another server process: a bridge of its own (the
