@@ -618,6 +618,8 @@ say_goodbyes (void)
   uint64_t deadline = gm_now_ns () + DRAIN_S * 1000000000ull;
   struct client *c;
 
+  /* The listener is gone: a client that leaves now is found by its
+   * poller (failed completions), not by a CM event. */
   for (c = clients; c; c = c->next_client)
     c->farewell = c->thread_started && !atomic_load (&c->finished) &&
       gm_rdma_client_drain (c);

@@ -822,7 +822,9 @@ gm_rdma_client_goodbye (struct client *c, bool flushed)
   int r = -1;
 
   pthread_mutex_lock (&c->lock);
-  if (!atomic_load (&c->finished) &&
+  /* all_free: no reply still on its way either (finish () ends a
+   * request in the protocol before it posts the reply). */
+  if (!atomic_load (&c->finished) && all_free (c) &&
       gm_rp_conn_goodbye (&c->rp, flushed, &g, why, sizeof why) == 0) {
     gm_rp_encode_goodbye (&g, msg);
     if (ibv_post_send (c->id->qp, &wr, &bad) == 0) {

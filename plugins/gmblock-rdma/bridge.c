@@ -350,18 +350,28 @@ outcome (int e)
   return -1;
 }
 
-/* run, with one retry on a new connection for idempotent ops, and for
- * any op the server did not serve before its goodbye (a write sent
- * again is still the same write: NBD orders no writes in flight).
- * Returns 0 or -1 with the nbdkit error set.
+/* A request the server did not do because it shuts down is sent again
+ * (any op: a write sent again is still the same write, NBD orders no
+ * writes in flight), up to this many times (each waits for its goodbye,
+ * or LEAVE_S, and a reconnect).
+ */
+#define MAX_RESENDS 4
+
+/* run, with one retry on a new connection for idempotent ops, and
+ * resends of what the server did not do.  Returns 0 or -1 with the
+ * nbdkit error set.
  */
 static int
 request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
          uint32_t count, uint64_t offset, bool idempotent)
 {
   int e = run (c, op, flags, buf, count, offset);
+  bool retried = false;
 
-  if (e == CONN_UNSERVED || (e == -1 && idempotent)) {
+  for (int n = 0; (e == CONN_UNSERVED && n < MAX_RESENDS) ||
+         (e == -1 && idempotent && !retried); n++) {
+    if (e == -1)
+      retried = true;
     COUNT (e == CONN_UNSERVED ? BC_RESENT : BC_RETRIES, 1);
     e = run (c, op, flags, buf, count, offset);
   }

@@ -88,8 +88,8 @@ unsigned conn_credits (const struct conn *c);
 /* Reserve a request slot.  wait (the caller has nothing in flight):
  * reconnect if the connection is dead, and wait for a free slot.
  * Returns the slot, -1 (the connection is dead, or cannot be made),
- * CONN_UNSERVED (without wait: dead after the server's goodbye) or,
- * without wait, -2 when no slot is free.
+ * CONN_UNSERVED (without wait: dead after the server's goodbye, or the
+ * server shutting down) or, without wait, -2 when no slot is free.
  */
 int conn_reserve (struct conn *c, bool wait);
 void conn_unreserve (struct conn *c, int slot);
@@ -98,9 +98,10 @@ void conn_unreserve (struct conn *c, int slot);
  * CONN_UNSERVED (dead after the server's goodbye).
  */
 int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
-/* What conn_reserve, conn_post and conn_collect return when the
- * server said goodbye (it shut down) without serving the request: like
- * -1, but safe to send again, whatever the op, to the next server.
+/* What conn_reserve, conn_post and conn_collect return for a request
+ * the server did not do because it shuts down (no reply before its
+ * goodbye, an ESHUTDOWN reply, or not posted since): like -1, but safe
+ * to send again, whatever the op, to the next server.
  */
 #define CONN_UNSERVED (-3)
 /* Wait for slot's reply and give the slot back: 0, a positive errno

@@ -52,7 +52,7 @@
 #define TIMEOUT_MS 5000          /* connection set-up steps */
 #define PROBE_S 10               /* requests in flight, no completion: probe */
 #define SILENCE_S 60             /* a probe unanswered that long: broken */
-#define LEAVE_S 120              /* an ESHUTDOWN reply, no goodbye: broken */
+#define LEAVE_S 10               /* an ESHUTDOWN reply, no goodbye: post again */
 #define WR_SEND 0
 #define WR_PROBE 2
 #define WR_RECV 1                /* + receive buffer index << 1 */
@@ -393,7 +393,8 @@ connect_server (struct conn *c)
                   "across a reconnect");
     goto fail;
   }
-  /* Others read these under the lock (conn_reserve waits meanwhile). */
+  /* Others read these under the lock (conn_reserve waits meanwhile).
+   * Before the thread starts: what it finds broken stays broken. */
   pthread_mutex_lock (&c->m);
   c->nslots = c->rp.lim.credits;
   c->dead = false;
@@ -405,6 +406,9 @@ connect_server (struct conn *c)
   check_instance (c);
   if (pthread_create (&c->thread, NULL, completion_thread, c)) {
     nbdkit_error (NAME ": pthread_create: %m");
+    pthread_mutex_lock (&c->m);
+    c->dead = true;
+    pthread_mutex_unlock (&c->m);
     goto fail;
   }
   c->thread_on = true;
@@ -430,10 +434,10 @@ connect_server (struct conn *c)
  * nobody listens, when the server (re)starts, and also while its
  * listener is busy (freeing clients that just left, under load).
  * After a shutdown the server is restarting, most likely (patient):
- * about 15 s.
+ * about 30 s.
  */
 #define CONNECT_TRIES 6
-#define CONNECT_TRIES_AFTER_GOODBYE 15
+#define CONNECT_TRIES_AFTER_GOODBYE 27
 static int
 connect_retry (struct conn *c, bool patient)
 {
@@ -737,13 +741,15 @@ completion_thread (void *arg)
       }
     }
     pthread_mutex_lock (&c->m);
-    /* A server's NIC answers probes while it flushes at shutdown, and
-     * an ESHUTDOWN may also come from below a server that is not
-     * shutting down (a proxy): wait for the goodbye only so long. */
+    /* An ESHUTDOWN may also come from below a server that is not
+     * shutting down (a proxy): after LEAVE_S without a goodbye, post
+     * again.  A server that is shutting down leaves those undone, and
+     * its goodbye (they are sent again) or its disconnect still ends
+     * the connection; its flush may take long, and the probes find it
+     * alive meanwhile. */
     if (c->leaving && now () - c->leaving_since > LEAVE_S) {
-      broken (c, "no goodbye 120 s after an ESHUTDOWN reply");
-      pthread_mutex_unlock (&c->m);
-      return NULL;
+      c->leaving = false;
+      pthread_cond_broadcast (&c->free_cv);
     }
     if (c->probing && now () - c->probe_sent > SILENCE_S) {
       broken (c, "a liveness probe unanswered for 60 s");

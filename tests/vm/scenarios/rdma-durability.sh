@@ -31,7 +31,11 @@
 # nothing fails with ESHUTDOWN below), the server holding its shutdown
 # 1 s after it stopped serving (-D gmblock-rdma.drain_delay_ms=1000):
 # the writes that come meanwhile go unanswered, and the bridge sends
-# them again after the goodbye.
+# them again after the goodbye.  (2d) The server's write-back fails at
+# the SIGTERM (the error filter below the cache): its goodbye says the
+# writes are not flushed (they are lost: nbdkit exits 1), so after the
+# restart the bridge's next FLUSH fails on both connections, as after a
+# kill -9, and the one after succeeds.
 # (3) A failing disk (nbdkit's error filter below the cache): a flush
 # whose write-back fails is an error, the next one after the disk
 # recovers succeeds and the data is on the disk.  nbdkit's error filter
@@ -452,7 +456,27 @@ serve srv 10809 /dev/vda "${s2_args[@]}"
 graceful 2c "${s2_args[@]}"
 stop srv
 counter_above 2c_srv_unserved "$(rdma_counter srv-2c.rdma-stats unserved_at_shutdown)" 0 "control: writes came while the server shut down, left undone"
+
+step "(2d) SIGTERM while the write-back fails: the goodbye does not say flushed, the next FLUSH fails"
 serve srv 10809 /dev/vda "${s1_args[@]}"
+bridge br 10.77.0.1
+rm -f "$LAB_RUN/written" "$LAB_RUN/restarted"
+dpy lost "$br_uri" /dev/vda "$LAB_RUN" &
+lost=$!
+for i in $(seq 300); do [ -e "$LAB_RUN/written" ] && break; kill -0 $lost 2>/dev/null || break; sleep 0.1; done
+[ -e "$LAB_RUN/written" ] || { wait $lost; fail "the writer of (2d) did not get its writes acknowledged"; }
+touch "$trig"
+stop srv        # exits 1: its last write-back fails too
+rm -f "$trig"
+cp "$LAB_OUT/srv.rdma-stats" "$LAB_OUT/srv-2d.rdma-stats"
+serve srv 10809 /dev/vda "${s1_args[@]}"
+touch "$LAB_RUN/restarted"
+wait $lost || fail "(2d) failed: see scenario.log"
+stop br
+echo "bridge: $(grep -E 'goodbyes|lost_write' "$LAB_OUT/br.stats" | tr '\n' ' ')"
+[ "$(rdma_counter srv-2d.rdma-stats goodbyes)" = 0 ] || fail "the server said its writes were flushed, though its write-back failed"
+counter_above 2d_br_goodbyes "$(rdma_counter br.stats goodbyes)" 0 "the bridge heard the goodbye (not flushed)"
+counter_above 2d_br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)" 0 "the FLUSH after the restart failed"
 bridge br 10.77.0.1
 
 # ---- (3) failing write-back: the flush is an error until the disk recovers
