@@ -589,6 +589,19 @@ bridge() {
     fail "bridge $name did not start (see $name.nbdkit.log)"
 }
 
+# await_file FILE PID SECONDS WHAT: wait until FILE exists (a
+# background job PID signals a step so); if the job ends first or
+# SECONDS pass, reap it and fail with WHAT.
+await_file() {
+    local i
+    for i in $(seq $(($3 * 10))); do
+        [ -e "$1" ] && return 0
+        kill -0 "$2" 2>/dev/null || break
+        sleep 0.1
+    done
+    [ -e "$1" ] || { wait "$2"; fail "$4"; }
+}
+
 # rdma_counter NAME COUNTER: a counter of the gmblock-rdma filter or
 # bridge of NAME (its FILE of rdma-stats= or stats=), once it stopped.
 rdma_counter() {

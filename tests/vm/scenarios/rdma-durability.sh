@@ -404,12 +404,16 @@ stop srv
 # ---- (2) acknowledged, unflushed, lost with the server: the bridge says so
 serve srv 10809 /dev/vda "${s1_args[@]}"
 fresh_bridge
+# lost_writer CASE: dpy lost in the background ($lost), back once its
+# 16 writes are acknowledged; touch RUN/restarted when the server is.
+lost_writer() {
+    rm -f "$LAB_RUN/written" "$LAB_RUN/restarted"
+    dpy lost "$br_uri" /dev/vda "$LAB_RUN" &
+    lost=$!
+    await_file "$LAB_RUN/written" $lost 30 "the writer of ($1) did not get its writes acknowledged"
+}
 step "(2) writes acknowledged, the server killed -9 before any flush, restarted"
-rm -f "$LAB_RUN/written" "$LAB_RUN/restarted"
-dpy lost "$br_uri" /dev/vda "$LAB_RUN" &
-lost=$!
-for i in $(seq 300); do [ -e "$LAB_RUN/written" ] && break; kill -0 $lost 2>/dev/null || break; sleep 0.1; done
-[ -e "$LAB_RUN/written" ] || { wait $lost; fail "the writer of (2) did not get its writes acknowledged"; }
+lost_writer 2
 stop srv KILL
 serve srv 10809 /dev/vda "${s1_args[@]}"
 touch "$LAB_RUN/restarted"
@@ -429,8 +433,7 @@ graceful() {
     rm -f "$LAB_RUN/termed"
     dpy graceful "$br_uri" /dev/vda "$LAB_RUN" "$(server_pid srv)" &
     pid=$!
-    for i in $(seq 600); do [ -e "$LAB_RUN/termed" ] && break; kill -0 $pid 2>/dev/null || break; sleep 0.1; done
-    [ -e "$LAB_RUN/termed" ] || { wait $pid; fail "the writer of ($case) did not stop the server"; }
+    await_file "$LAB_RUN/termed" $pid 60 "the writer of ($case) did not stop the server"
     stop srv
     cp "$LAB_OUT/srv.rdma-stats" "$LAB_OUT/srv-$case.rdma-stats"
     serve srv 10809 /dev/vda "$@"
@@ -460,11 +463,7 @@ counter_above 2c_srv_unserved "$(rdma_counter srv-2c.rdma-stats unserved_at_shut
 step "(2d) SIGTERM while the write-back fails: the goodbye does not say flushed, the next FLUSH fails"
 serve srv 10809 /dev/vda "${s1_args[@]}"
 bridge br 10.77.0.1
-rm -f "$LAB_RUN/written" "$LAB_RUN/restarted"
-dpy lost "$br_uri" /dev/vda "$LAB_RUN" &
-lost=$!
-for i in $(seq 300); do [ -e "$LAB_RUN/written" ] && break; kill -0 $lost 2>/dev/null || break; sleep 0.1; done
-[ -e "$LAB_RUN/written" ] || { wait $lost; fail "the writer of (2d) did not get its writes acknowledged"; }
+lost_writer 2d
 touch "$trig"
 stop srv        # exits 1: its last write-back fails too
 rm -f "$trig"

@@ -116,8 +116,7 @@ for i in range(32):
 print("all 32 writes are on the disk and read back")
 PY
 py=$!
-for i in $(seq 600); do [ -e "$LAB_RUN/written" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
-[ -e "$LAB_RUN/written" ] || { wait $py; fail "the writes were not acknowledged"; }
+await_file "$LAB_RUN/written" $py 60 "the writes were not acknowledged"
 step "the network drops every packet both ways (netem loss 100%)"
 loss on
 touch "$LAB_RUN/lossy"
