@@ -46,6 +46,10 @@ if [ "${LAB_PLUGIN:-gmblock}" = gmblock ] &&
     ! [ -f "$REPO/plugins/gmblock/nbdkit-gmblock-plugin.so" ]; then
     die "the gmblock plugin is not built: run make at the top of the tree first"
 fi
+if [ -n "${LAB_SANITIZE:-}" ] &&
+    ! [ -f "$REPO/.build-sanitize/tests/sanitizer-shim.so" ]; then
+    die "LAB_SANITIZE needs the sanitizer build: make B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so"
+fi
 # One lab at a time per cache: runs share the scenario folders.
 exec 9>"$VM_CACHE/.lock"
 flock -n 9 || { say "waiting for another guest lab run to finish"; flock 9; }

@@ -10,9 +10,27 @@ export HOME=/run/lab TMPDIR=/tmp LC_ALL=C
 # /var/lock points into /run, a fresh tmpfs here (qemu-nbd needs it).
 mkdir -p /run/lock
 cd /run/lab || exit 1
+if [ -n "${LAB_SANITIZE:-}" ]; then
+    # The modules built with ASan+UBSan, preloaded into nbdkit only, as
+    # the host's sanitizer run does (tests/run); a report fails the
+    # scenario.  The root is read-only: reports go to the results share.
+    export GMBLOCK_BUILDDIR=$LAB_REPO/.build-sanitize
+    export GMBLOCK_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so):$GMBLOCK_BUILDDIR/tests/sanitizer-shim.so"
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$OUT/asan
+    export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$OUT/ubsan
+    export LSAN_OPTIONS=suppressions=$LAB_REPO/tests/lsan.supp:print_suppressions=0
+fi
 echo "lab: scenario $LAB_NAME starting" >/dev/console
 bash "$LAB_SCENARIO" >"$OUT/scenario.log" 2>&1 </dev/null
 rc=$?
+# With ASan present UBSan writes to stderr: the modules' logs.
+reports=$(ls "$OUT"/asan.* "$OUT"/ubsan.* 2>/dev/null; [ -z "${LAB_SANITIZE:-}" ] ||
+    grep -l "runtime error:" "$OUT"/*.log 2>/dev/null | grep -v scenario.log)
+if [ -n "$reports" ]; then
+    { echo "sanitizer report:"; cat $reports; } >>"$OUT/scenario.log"
+    echo "sanitizer report in $(echo $reports | sed "s|$OUT/||g")" >"$OUT/reason"
+    [ "$rc" != 0 ] || rc=1
+fi
 # Soft-RoCE's own counters (retransmissions, RNR, duplicate requests),
 # to explain an RDMA scenario's stall after the fact.
 for d in /sys/class/infiniband/*/ports/*/hw_counters; do
