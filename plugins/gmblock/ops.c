@@ -152,10 +152,10 @@ gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   COUNT (ST_TRIM_BYTES, count);
   if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "trim", offset, count) == -1)
     return -1;
+  /* Ignored, a FUA trim still covers the writes acknowledged before it. */
   if (gm.discard == GM_DISCARD_IGNORE)
-    return 0;
-
-  if (!gm.geo.is_block)
+    ;
+  else if (!gm.geo.is_block)
     err = locked_fallocate (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                             offset, count);
   else {
@@ -170,7 +170,7 @@ gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   /* A medium that cannot discard is not an error for an advisory trim. */
   if (err == EOPNOTSUPP || err == ENOTTY || err == ENODEV)
     err = 0;
-  if (err == 0)
+  if (err == 0 && gm.discard != GM_DISCARD_IGNORE)
     gm_write_done ();
   if (err == 0 && (flags & NBDKIT_FLAG_FUA))
     err = gm_datasync ();
