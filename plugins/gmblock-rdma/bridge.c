@@ -357,24 +357,36 @@ outcome (int e)
  */
 #define MAX_RESENDS 4
 
-/* run, with one retry on a new connection for idempotent ops, and
- * resends of what the server did not do.  Returns 0 or -1 with the
- * nbdkit error set.
+/* Whether a request that ended with e goes out again: one the server
+ * did not do, up to MAX_RESENDS times; an idempotent one whose
+ * connection broke, once (on a new connection).  Counts it.
+ */
+static bool
+again (int e, bool idempotent, int *resends, bool *retried)
+{
+  if (e == CONN_UNSERVED && *resends < MAX_RESENDS)
+    (*resends)++;
+  else if (e == -1 && idempotent && !*retried)
+    *retried = true;
+  else
+    return false;
+  COUNT (e == CONN_UNSERVED ? BC_RESENT : BC_RETRIES, 1);
+  return true;
+}
+
+/* run, sent again as again () says.  Returns 0 or -1 with the nbdkit
+ * error set.
  */
 static int
 request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
          uint32_t count, uint64_t offset, bool idempotent)
 {
-  int e = run (c, op, flags, buf, count, offset);
+  int e, resends = 0;
   bool retried = false;
 
-  for (int n = 0; (e == CONN_UNSERVED && n < MAX_RESENDS) ||
-         (e == -1 && idempotent && !retried); n++) {
-    if (e == -1)
-      retried = true;
-    COUNT (e == CONN_UNSERVED ? BC_RESENT : BC_RETRIES, 1);
+  do
     e = run (c, op, flags, buf, count, offset);
-  }
+  while (again (e, idempotent, &resends, &retried));
   return outcome (e);
 }
 
@@ -580,13 +592,13 @@ static int
 bridge_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                 struct nbdkit_extents *ex)
 {
-  bool one = flags & NBDKIT_FLAG_REQ_ONE;
-  int e = extents_once (handle, count, offset, one, ex);
+  bool one = flags & NBDKIT_FLAG_REQ_ONE, retried = false;
+  int e, resends = 0;
 
-  if (e < 0) {
-    COUNT (e == CONN_UNSERVED ? BC_RESENT : BC_RETRIES, 1);
+  /* A failed try has added no extent. */
+  do
     e = extents_once (handle, count, offset, one, ex);
-  }
+  while (again (e, true, &resends, &retried));
   return outcome (e);
 }
 
