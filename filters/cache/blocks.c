@@ -366,8 +366,10 @@ static int
 write_through (uint64_t b, uint32_t from, uint32_t to, const char *src,
                int *err)
 {
-  if (lower_pwrite (src, to - from, blk_off (b) + from, 0, err) == -1)
+  if (lower_pwrite (src, to - from, blk_off (b) + from, 0, err) == -1) {
+    blocks_forget_range (b, b);
     return -1;
+  }
   block_update (b, from, to, src, false);
   return 0;
 }
@@ -625,4 +627,11 @@ blocks_release_range (uint64_t b0, uint64_t b1, uint64_t off, uint64_t len,
 {
   struct release_args a = { off, len, ok, keep_dirty };
   visit_range (b0, b1, release_one, &a);
+}
+
+void
+blocks_forget_range (uint64_t b0, uint64_t b1)
+{
+  blocks_hold_range (b0, b1);
+  blocks_release_range (b0, b1, 0, 0, false, false);
 }

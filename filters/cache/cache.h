@@ -172,6 +172,12 @@ void blocks_release_range (uint64_t b0, uint64_t b1, uint64_t off,
                            uint64_t len, bool ok,
                            bool keep_dirty);
 
+/* After a write that failed below, part of it may be on the disk all
+ * the same: drop every clean copy of [b0, b1] (and fills in flight), so
+ * that reads agree with the disk.  Dirty blocks stay (they are newer).
+ */
+void blocks_forget_range (uint64_t b0, uint64_t b1);
+
 /* ---- lower.c: every call to the layer below ---- */
 int lower_open (nbdkit_backend *backend);
 void lower_close (void);

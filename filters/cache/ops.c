@@ -126,6 +126,8 @@ cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
   }
   else {
     r = lower_pwrite (buf, count, offset, fua ? NBDKIT_FLAG_FUA : 0, err);
+    if (r == -1)
+      blocks_forget_range (b0, b1);
     for (uint64_t b = b0; b <= b1 && r == 0; b++) {
       uint32_t from, to;
       piece (b, offset, end, &from, &to);
