@@ -68,8 +68,13 @@ probe_block (int fd, struct gm_geometry *g)
     g->dio_offset_align = g->logical_block;
     g->dio_mem_align = sysfs_u32 (g, "queue/dma_alignment", 511) + 1;
   }
-  g->write_zeroes_max = sysfs_u32 (g, "queue/write_zeroes_max_bytes", 0);
-  g->discard_max = sysfs_u32 (g, "queue/discard_max_bytes", 0);
+  /* 64-bit: zram and many NVMe drives say 2 TiB (0 would mean "none"). */
+  if (gm_sysfs_block_u64 (g->major, g->minor, "queue/write_zeroes_max_bytes",
+                          &g->write_zeroes_max) == -1)
+    g->write_zeroes_max = 0;
+  if (gm_sysfs_block_u64 (g->major, g->minor, "queue/discard_max_bytes",
+                          &g->discard_max) == -1)
+    g->discard_max = 0;
 }
 
 int

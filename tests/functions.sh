@@ -106,6 +106,40 @@ stop_server () {
     fi
 }
 
+# start_traced NAME SYSCALLS [nbdkit args...]: like start_server, with
+# nbdkit under strace -f -e trace=SYSCALLS, which writes $T/NAME.strace
+# as it goes.  Stop it with stop_traced NAME (strace itself would only
+# detach on SIGTERM).  LeakSanitizer cannot run under ptrace: the
+# sanitizer run keeps ASan and UBSan there and drops leak checking.
+start_traced () {
+    local name=$1 calls=$2 i; shift 2
+    rm -f "$T/$name.sock" "$T/$name.pid" "$T/$name.strace"
+    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:detect_leaks=0} \
+        strace -f -qq -e trace="$calls" -o "$T/$name.strace" \
+        "$NBDKIT" -f -U "$T/$name.sock" -P "$T/$name.pid" "$@" >"$T/$name.log" 2>&1 &
+    eval "_traced_$name=$!"
+    _pids+=($!)
+    for i in $(seq 1 200); do
+        [[ -S $T/$name.sock ]] && nbdinfo --size "$(uri "$name")" >/dev/null 2>&1 && return 0
+        kill -0 $! 2>/dev/null || break
+        sleep 0.05
+    done
+    cat "$T/$name.log" >&2
+    fail "traced server $name did not start"
+}
+
+stop_traced () {
+    local name=$1 pid
+    wait_idle "$name"
+    kill -TERM "$(cat "$T/$name.pid")" 2>/dev/null || true
+    pid=$(eval "echo \$_traced_$name")
+    wait "$pid" || fail "traced server $name exited $? on SIGTERM"
+    if grep -qE 'AddressSanitizer|runtime error:|Segmentation fault|assertion' "$T/$name.log"; then
+        cat "$T/$name.log" >&2
+        fail "traced server $name crashed or a sanitizer reported an error"
+    fi
+}
+
 # NBD URI of a server started with start_server.
 uri () { echo "nbd+unix:///?socket=$T/$1.sock"; }
 

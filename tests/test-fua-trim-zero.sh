@@ -10,23 +10,6 @@
 require strace
 cd "$T"
 
-# traced NAME [nbdkit args...]: serve under strace on $T/NAME.sock.
-traced () {
-    local name=$1 i; shift
-    rm -f "$T/$name.sock" "$T/$name.pid" "$T/$name.strace"
-    # LeakSanitizer cannot run under ptrace (ASan and UBSan still do).
-    ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:detect_leaks=0} \
-        strace -f -qq -e trace=fdatasync -o "$T/$name.strace" \
-        "$NBDKIT" -f -U "$T/$name.sock" -P "$T/$name.pid" "$@" >"$T/$name.log" 2>&1 &
-    _pids+=($!)
-    for i in $(seq 200); do
-        [[ -S $T/$name.sock ]] && nbdinfo --size "$(uri "$name")" >/dev/null 2>&1 && return 0
-        sleep 0.05
-    done
-    cat "$T/$name.log" >&2
-    fail "$name: the traced server did not start"
-}
-
 # check NAME: after an acknowledged write, each request without FUA
 # makes no fdatasync and each with FUA makes one at least.
 check () {
@@ -74,10 +57,10 @@ for discard in ignore unmap; do
         n=$((n + 1)) name=s$n
         filter=() args=()
         [[ -n $stack ]] && filter=(--filter=gmblock-cache) args=("$stack")
-        traced "$name" "${filter[@]}" gmblock file="$T/disk.img" ring=none discard=$discard "${args[@]}"
+        start_traced "$name" fdatasync "${filter[@]}" gmblock file="$T/disk.img" ring=none \
+            discard=$discard "${args[@]}"
         out=$(check "$name") || fail "discard=$discard ${stack:-plain}: $out"
-        kill "$(cat "$T/$name.pid")"
-        wait "${_pids[-1]}" || fail "discard=$discard ${stack:-plain}: nbdkit exited $? on SIGTERM"
+        stop_traced "$name"
         info "discard=$discard ${stack:-plain}: FUA trim and zero sync the writes before them"
     done
 done

@@ -104,7 +104,7 @@ static int
 setup_alignment (void)
 {
   if (!gm.direct) {
-    gm.align = gm.mem_align = 1;
+    gm.align = gm.mem_align = gm.client_align = 1;
     gm.direct_end = gm.size;
     return 0;
   }
@@ -127,6 +127,16 @@ setup_alignment (void)
                   gm.mem_align);
     return -1;
   }
+  /* DMA straight into nbdkit's buffer only when it starts on a page
+   * (or when the file takes any address: no DMA at all, as tmpfs).
+   * Not every driver keeps to the dma_alignment it advertises: zram on
+   * Linux 6.18 (512) writes whole pages on an O_DIRECT read into a
+   * buffer that starts inside one, over the memory beside the buffer.
+   * Pool buffers always start on a page.
+   */
+  gm.client_align = gm.mem_align == 1 ? 1 : (uint32_t) sysconf (_SC_PAGESIZE);
+  if (gm.client_align < gm.mem_align)
+    gm.client_align = gm.mem_align;
   gm.direct_end = gm_round_down (gm.size, gm.align);
   if (gm.direct_end < gm.size) {
     /* A partial last block: the 64K holding it is served buffered, so

@@ -52,6 +52,7 @@ struct gmblock {
   uint64_t size;
   uint32_t align;               /* offset/length alignment of fd (1 if buffered) */
   uint32_t mem_align;           /* buffer address alignment of fd */
+  uint32_t client_align;        /* nbdkit's buffer takes DMA at this */
   uint64_t direct_end;          /* O_DIRECT below, buffered from here to size */
   size_t batch_max;             /* largest pool buffer one request takes */
   struct gm_pool *pool;         /* NULL when direct=false */

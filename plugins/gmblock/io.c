@@ -45,10 +45,11 @@ is_aligned (uint64_t v)
   return v % gm.align == 0;
 }
 
+/* Whether the disk may DMA straight to or from nbdkit's buffer. */
 static inline bool
 buf_aligned (const void *buf)
 {
-  return (uintptr_t) buf % gm.mem_align == 0;
+  return (uintptr_t) buf % gm.client_align == 0;
 }
 
 /* Read exactly len bytes or fail; short reads inside the export mean
