@@ -275,13 +275,15 @@ gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
 {
   char *v = gm_registry_lookup (GM_REG_STRIPE);
   unsigned long long chunk, off;
-  unsigned dd, parity;
+  unsigned dd;
+  char parity;                  /* '0', '1', '2', or '?': io hints only */
   int n, end = 0;
 
   if (v == NULL)
     return 0;
-  n = sscanf (v, "%llu:%u:%u:%llu%n", &chunk, &dd, &parity, &off, &end);
-  if (n != 4 || v[end] != '\0' || chunk == 0 || dd == 0 || parity > 2) {
+  n = sscanf (v, "%llu:%u:%c:%llu%n", &chunk, &dd, &parity, &off, &end);
+  if (n != 4 || v[end] != '\0' || chunk == 0 || dd == 0 ||
+      strchr ("012?", parity) == NULL) {
     snprintf (why, whylen, "malformed stripe geometry in the registry: "
               "\"%s\"", v);
     free (v);
@@ -291,11 +293,13 @@ gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
   memset (s, 0, sizeof *s);
   s->chunk = chunk;
   s->data_disks = dd;
-  s->parity = parity;
-  s->parity_known = true;
+  s->parity_known = parity != '?';
+  s->parity = s->parity_known ? parity - '0' : 0;
   s->offset = off;
   snprintf (s->source, sizeof s->source, "gmblock-stripe: %llu x %u, "
-            "parity %u", chunk, dd, parity);
+            "parity %s", chunk, dd,
+            !s->parity_known ? "unknown" : parity == '0' ? "0"
+            : parity == '1' ? "1" : "2");
   return 1;
 }
 

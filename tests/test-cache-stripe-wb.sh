@@ -307,6 +307,22 @@ stop_server pressure
 want_img $(seq 0 6 84)
 cmp pressure.img want.img || fail "pressure: data below differs"
 info "hold 1 s, hold 0 and a nearly all dirty cache write partial stripes without a flush"
+# e. The geometry from io hints only (hardware RAID: io_min 64K,
+# io_opt 192K): parity unknown, so a partial stripe is held as on
+# parity RAID (gmblock-stripe published it as parity 0, RAID0).
+truncate -s 16M hint.img
+python3 "$top/tests/fake-sysfs.py" hsys switch --storage-dev "$(stat -c %Hd:%Ld hint.img)"
+echo 65536 >hsys/class/block/nvme0n1/queue/minimum_io_size
+echo 196608 >hsys/class/block/nvme0n1/queue/optimal_io_size
+start_server hint --filter=gmblock-cache --filter=gmblock-stripe gmblock file="$T/hint.img" \
+    direct=false stripe-sysfs="$T/hsys" cache-mode=writeback cache-block-size=4K \
+    writeback-interval=0.2 writeback-hold=3600 cache-stats="$T/hint.stats"
+FLUSH=0 wblocks hint 0
+sleep 1.5                       # seven passes
+stop_server hint
+[[ $(ccounter hint.stats wb_partial_held) -gt 3 ]] ||
+    fail "hint: wb_partial_held $(ccounter hint.stats wb_partial_held): a partial stripe of unknown parity was not held"
+info "hint: parity unknown (io hints): the partial stripe held $(ccounter hint.stats wb_partial_held) passes"
 
 # 10. Durability while stripes are held (default writeback-hold, flusher
 # every 0.2 s): a slow disk (delay filter) with whole stripes being

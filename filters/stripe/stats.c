@@ -38,6 +38,7 @@ print_geometry (FILE *fp, void *opaque)
   fprintf (fp, SNAME ".chunk %llu\n", (unsigned long long) g.geo.chunk);
   fprintf (fp, SNAME ".data_disks %u\n", g.geo.data_disks);
   fprintf (fp, SNAME ".parity %u\n", g.geo.parity);
+  fprintf (fp, SNAME ".parity_known %d\n", g.geo.parity_known);
   fprintf (fp, SNAME ".stripe_bytes %llu\n", (unsigned long long) g.width);
   fprintf (fp, SNAME ".offset %llu\n", (unsigned long long) g.geo.offset);
   fprintf (fp, SNAME ".preferred_block %u\n",

@@ -116,8 +116,9 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
   /* The exact geometry for gmblock-cache's write-back (a stripe that
    * is not a power of two cannot travel as a preferred block size).
    */
-  snprintf (v, sizeof v, "%llu:%u:%u:%llu", (unsigned long long) g.geo.chunk,
-            g.geo.data_disks, g.geo.parity, (unsigned long long) g.geo.offset);
+  snprintf (v, sizeof v, "%llu:%u:%c:%llu", (unsigned long long) g.geo.chunk,
+            g.geo.data_disks, g.geo.parity_known ? '0' + g.geo.parity : '?',
+            (unsigned long long) g.geo.offset);
   if (gm_registry_publish (GM_REG_STRIPE, v) == -1) {
     nbdkit_error (SNAME ": publishing the geometry: %m");
     return -1;

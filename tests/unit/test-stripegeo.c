@@ -269,9 +269,17 @@ main (void)
     CHECK_EQ_U64 (s.data_disks, 3);
     CHECK_EQ_U64 (s.parity, 1);
     CHECK_EQ_U64 (s.offset, 1048576);
+    CHECK (s.parity_known);
     CHECK_EQ_U64 (gm_stripe_width (&s), 196608);
+    /* From io hints: parity unknown, not "parity 0". */
+    CHECK (gm_registry_publish (GM_REG_STRIPE, "65536:3:?:0") == 0);
+    CHECK (gm_stripe_from_registry (&s, why, sizeof why) == 1);
+    CHECK (!s.parity_known);
+    CHECK_EQ_U64 (s.parity, 0);
+    CHECK_EQ_U64 (s.data_disks, 3);
+    CHECK (strstr (s.source, "parity unknown") != NULL);
     const char *bad[] = { "65536:3:1", "0:3:1:0", "65536:0:1:0", "65536:3:3:0",
-                          "65536:3:1:0x", "x" };
+                          "65536:3:1:0x", "x", "65536:3:x:0", "65536:3:??:0" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       CHECK (gm_registry_publish (GM_REG_STRIPE, bad[i]) == 0);
       CHECK (gm_stripe_from_registry (&s, why, sizeof why) == -1);
