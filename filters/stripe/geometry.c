@@ -80,41 +80,15 @@ options_alone (bool startup, struct gm_stripe *geo, const char *why)
   return -1;
 }
 
-int
-geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
+/* The checks a whole geometry must pass: 1 when it does; -1 when the
+ * options made it wrong at start-up (said); else 0, why set: pass
+ * everything through.
+ */
+static int
+whole_geometry_check (bool startup, const struct gm_stripe *geo, char *why,
+                      size_t len)
 {
-  bool any_option = cfg.chunk || cfg.data_disks || cfg.parity >= 0;
-  struct gm_stripe *geo = &g->geo;
-  char a[32], b[32], w[384] = "";
-  int r = 0;
-
-  memset (g, 0, sizeof *g);
-  if (device)
-    r = gm_stripe_detect (cfg.sysfs, device, geo, w, sizeof w);
-  else
-    snprintf (w, sizeof w, "no gmblock plugin below names the device");
-
-  /* Neither the old nor the new geometry holds for the whole array
-   * while md reshapes it, whatever the options say.
-   */
-  if (r == -1 && geo->reshape) {
-    memset (g, 0, sizeof *g);
-    g->reshape = true;
-    snprintf (why, len, "%s", w);
-    return 0;
-  }
-  if (r != 1 && !any_option) {
-    memset (g, 0, sizeof *g);
-    snprintf (why, len, "no RAID geometry: %s", w);
-    return 0;
-  }
-  if (r != 1 && options_alone (startup, geo, w) == -1) {
-    memset (g, 0, sizeof *g);
-    snprintf (why, len, "no RAID geometry: %s, and the options do not "
-              "give a whole one", w);
-    return startup ? -1 : 0;
-  }
-  apply_options (geo, r == 1, startup);
+  char a[32], b[32];
 
   if (geo->parity == 2 && geo->data_disks < 2) {
     if (startup)
@@ -123,7 +97,6 @@ geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
                     "at least 4 members)", geo->data_disks);
     snprintf (why, len, "%s: RAID6 with %u data disk", geo->source,
               geo->data_disks);
-    memset (g, 0, sizeof *g);
     return startup ? -1 : 0;
   }
   if (geo->chunk > MAX_STRIPE / geo->data_disks) {
@@ -144,8 +117,58 @@ geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
               "the largest request", geo->source, geo->data_disks,
               gm_format_size (geo->chunk, a, sizeof a),
               gm_format_size (MAX_STRIPE, b, sizeof b));
-    memset (g, 0, sizeof *g);
     return 0;
+  }
+  return 1;
+}
+
+int
+geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
+{
+  bool any_option = cfg.chunk || cfg.data_disks || cfg.parity >= 0;
+  struct gm_stripe *geo = &g->geo;
+  char w[384] = "";
+  int r = 0;
+
+  memset (g, 0, sizeof *g);
+  if (device)
+    r = gm_stripe_detect (cfg.sysfs, device, geo, w, sizeof w);
+  else
+    snprintf (w, sizeof w, "no gmblock plugin below names the device");
+
+  /* Neither the old nor the new geometry holds for the whole array
+   * while md reshapes it, whatever the options say.
+   */
+  if (r == -1 && geo->reshape) {
+    /* Options that give a whole geometry are checked all the same: what
+     * start-up refuses must not start because md was reshaping.
+     */
+    if (startup && options_alone (false, geo, w) == 0) {
+      apply_options (geo, false, false);
+      if (whole_geometry_check (true, geo, why, len) == -1)
+        return -1;
+    }
+    memset (g, 0, sizeof *g);
+    g->reshape = true;
+    snprintf (why, len, "%s", w);
+    return 0;
+  }
+  if (r != 1 && !any_option) {
+    memset (g, 0, sizeof *g);
+    snprintf (why, len, "no RAID geometry: %s", w);
+    return 0;
+  }
+  if (r != 1 && options_alone (startup, geo, w) == -1) {
+    memset (g, 0, sizeof *g);
+    snprintf (why, len, "no RAID geometry: %s, and the options do not "
+              "give a whole one", w);
+    return startup ? -1 : 0;
+  }
+  apply_options (geo, r == 1, startup);
+
+  if ((r = whole_geometry_check (startup, geo, why, len)) != 1) {
+    memset (g, 0, sizeof *g);
+    return r;
   }
   g->width = gm_stripe_width (geo);
   g->active = true;
