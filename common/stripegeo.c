@@ -234,6 +234,14 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
     r = S_ISBLK (st.st_mode)
       ? resolve (root, major (st.st_rdev), minor (st.st_rdev), 1, s, why, whylen)
       : resolve (root, major (st.st_dev), minor (st.st_dev), 1, s, why, whylen);
+    if (r == 1 && S_ISBLK (st.st_mode)) {
+      /* Over a device, where the loop device (losetup -o) and this
+       * partition of it start is known; in a file it is not.
+       */
+      uint64_t loop_off = 0;
+      read_u64 (dir, "loop/offset", &loop_off);
+      s->offset += loop_off + part_start;
+    }
     if (r == 1) {
       snprintf (inner, sizeof inner, "%s", s->source);
       snprintf (s->source, sizeof s->source, "%.31s over %.120s", name, inner);

@@ -173,6 +173,31 @@ tree (void)
   if (mknod (text, S_IFBLK | 0600, makedev (7, 0)) == 0) {
     CHECK (detect (text, &s) == 1 && s.data_disks == 3);
     CHECK (strcmp (s.source, "loop0 over md0 raid5") == 0);
+    /* A loop device over md0 itself, 64K in (losetup -o), and its
+     * partition 1 MiB into it: the stripes start where they are.
+     */
+    char md0[512], part[512];
+    snprintf (md0, sizeof md0, "%s/md0", root);
+    snprintf (part, sizeof part, "%s/loop0p1", root);
+    if (mknod (md0, S_IFBLK | 0600, makedev (9, 0)) == 0 &&
+        mknod (part, S_IFBLK | 0600, makedev (259, 9)) == 0) {
+      link_dev ("9:0", "../../devices/virtual/block/md0");
+      link_dev ("259:9", "../../devices/virtual/block/loop0/loop0p1");
+      put ("devices/virtual/block/loop0/loop/backing_file", md0);
+      put ("devices/virtual/block/loop0/loop/offset", "65536");
+      put ("devices/virtual/block/loop0/loop0p1/partition", "1");
+      put ("devices/virtual/block/loop0/loop0p1/start", "2048");
+      CHECK (detect (text, &s) == 1 && s.data_disks == 3);
+      CHECK_EQ_U64 (s.offset, 65536);
+      CHECK (detect (part, &s) == 1 && s.data_disks == 3);
+      CHECK_EQ_U64 (s.offset, 65536 + 1048576);
+      put ("devices/virtual/block/loop0/loop/offset", "0");
+      CHECK (detect (text, &s) == 1);
+      CHECK_EQ_U64 (s.offset, 0);
+    }
+    else
+      printf ("loop over a device not checked: mknod: %m\n");
+    put ("devices/virtual/block/loop0/loop/backing_file", file);
     /* A loop device over a loop device is not followed. */
     put ("devices/virtual/block/loop0/loop/backing_file", text);
     CHECK (detect (text, &s) == 0 && strstr (why, "nested"));
