@@ -154,12 +154,17 @@ expect "reshape: active" "$(scounter reshape.stats active)" 0
 # Options refused at any other start-up are refused during a reshape
 # too (they used to start, and then pass everything through).
 start_fails reshape_big 'is larger than 32M' -- --filter=gmblock-stripe "${gm[@]}" stripe-chunk=16M stripe-data-disks=4
-start_fails reshape_raid6 'stripe-parity=2 .RAID6. with 1 data disk' -- --filter=gmblock-stripe "${gm[@]}" \
+start_fails reshape_raid6 'stripe-parity=2 .RAID6. with stripe-data-disks=1:' -- --filter=gmblock-stripe "${gm[@]}" \
     stripe-chunk=64K stripe-data-disks=1 stripe-parity=2
 serve reshape_ok "${gm[@]}" stripe-chunk=64K stripe-data-disks=3
 stop_server reshape_ok
 expect "reshape with options: active" "$(scounter reshape_ok.stats active)" 0
 echo 4 >"$md0/md/raid_disks"
+# A detected RAID6 made one data disk by an option: the message says so.
+echo raid6 >"$md0/md/level"
+start_fails raid6_detected 'the detected RAID6 with stripe-data-disks=1:' -- \
+    --filter=gmblock-stripe "${gm[@]}" stripe-data-disks=1
+echo raid5 >"$md0/md/level"
 
 # 6. Options override detection, with a warning naming both; equal
 # options give no warning.

@@ -31,7 +31,7 @@ start_fails parity_word 'stripe-parity=raid5' '0, 1 or 2' -- "${st[@]}" "${both[
 start_fails only_chunk 'stripe-chunk given without stripe-data-disks' 'no gmblock plugin below' -- "${st[@]}" stripe-chunk=64K
 start_fails only_disks 'stripe-data-disks given without stripe-chunk' -- "${st[@]}" stripe-data-disks=4
 start_fails only_parity 'stripe-parity given without stripe-chunk and stripe-data-disks' -- "${st[@]}" stripe-parity=1
-start_fails raid6_one 'stripe-parity=2 \(RAID6\) with 1 data disk' 'stripe-data-disks=2 or more' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=1 stripe-parity=2
+start_fails raid6_one 'stripe-parity=2 \(RAID6\) with stripe-data-disks=1:' 'stripe-data-disks=2 or more' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=1 stripe-parity=2
 start_fails stripe_big 'full stripe of stripe-data-disks=4 x stripe-chunk=16M is larger than 32M' -- "${st[@]}" stripe-chunk=16M stripe-data-disks=4
 
 # Known only once the export's size is: a chunk larger than the export.

@@ -92,9 +92,12 @@ whole_geometry_check (bool startup, const struct gm_stripe *geo, char *why,
 
   if (geo->parity == 2 && geo->data_disks < 2) {
     if (startup)
-      nbdkit_error (SNAME ": stripe-parity=2 (RAID6) with %u data disk: "
-                    "expected stripe-data-disks=2 or more (md's RAID6 has "
-                    "at least 4 members)", geo->data_disks);
+      nbdkit_error (SNAME ": %s with %s%u: expected stripe-data-disks=2 "
+                    "or more (md's RAID6 has at least 4 members)",
+                    cfg.parity == 2 ? "stripe-parity=2 (RAID6)"
+                    : "the detected RAID6", cfg.data_disks ?
+                    "stripe-data-disks=" : "the detected data disks ",
+                    geo->data_disks);
     snprintf (why, len, "%s: RAID6 with %u data disk", geo->source,
               geo->data_disks);
     return startup ? -1 : 0;
