@@ -147,8 +147,10 @@ submit_one (struct gm_uring *u, struct io_uring_sqe *sqe)
   int r, res;
 
   io_uring_sqe_set_data64 (sqe, tag);
+  u->refused = false;
   if ((r = gm_uring_submit_all (u, 1)) < 0) {
     gm_uring_unqueue (u, NULL, NULL);
+    u->refused = true;
     return r;
   }
   for (;;) {

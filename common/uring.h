@@ -26,6 +26,8 @@ struct gm_uring {
   size_t fixed_len;
   uint64_t seq;                 /* tags SQEs: a completion is known as ours */
   bool dead;                    /* waiting failed: never reaped again */
+  bool refused;                 /* the last request failed unsubmitted:
+                                   it never ran (a syscall may do it) */
 };
 
 /* Errors after which trying again is right: the kernel said "not now". */
@@ -76,7 +78,11 @@ ssize_t gm_rw_loop (gm_rw_once_fn once, void *ctx, enum gm_rw op, int fd,
 ssize_t gm_uring_rw (struct gm_uring *u, enum gm_rw op, int fd,
                      void *buf, size_t len, uint64_t off, int rw_flags);
 
-/* fsync or fdatasync through the ring.  Returns 0 or -errno. */
+/* fsync or fdatasync through the ring.  Returns 0 or -errno.  After
+ * gm_uring_rw or gm_uring_fsync failed, u->refused says whether the
+ * kernel never took the last request (so it never ran) rather than
+ * ran it and failed.
+ */
 int gm_uring_fsync (struct gm_uring *u, int fd, bool datasync);
 
 /* Hand every queued SQE to the kernel, retrying "not now" a bounded

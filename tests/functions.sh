@@ -120,7 +120,10 @@ start_traced () {
     eval "_traced_$name=$!"
     _pids+=($!)
     for i in $(seq 1 200); do
-        [[ -S $T/$name.sock ]] && nbdinfo --size "$(uri "$name")" >/dev/null 2>&1 && return 0
+        if [[ -S $T/$name.sock ]] && nbdinfo --size "$(uri "$name")" >/dev/null 2>&1; then
+            _pids+=("$(cat "$T/$name.pid")")    # strace only detaches on SIGTERM
+            return 0
+        fi
         kill -0 $! 2>/dev/null || break
         sleep 0.05
     done

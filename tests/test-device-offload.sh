@@ -16,7 +16,10 @@ require strace
     skip "no /sys/class/zram-control (zram module not loaded, or not root)"
 id=$(cat /sys/class/zram-control/hot_add)
 zram=/sys/block/zram$id dev=/dev/zram$id
-trap 'rc=$?; echo 1 >"$zram/reset" 2>/dev/null; echo "$id" >/sys/class/zram-control/hot_remove; (exit $rc); cleanup' EXIT
+# The server goes first: a device still open cannot be removed.
+trap 'rc=$?; [[ -s $T/s.pid ]] && kill -9 "$(cat "$T/s.pid")" 2>/dev/null && sleep 0.2
+      echo 1 >"$zram/reset" 2>/dev/null; echo "$id" >/sys/class/zram-control/hot_remove
+      (exit $rc); cleanup' EXIT
 echo 16M >"$zram/disksize"
 dmax=$(cat "$zram/queue/discard_max_bytes") zmax=$(cat "$zram/queue/write_zeroes_max_bytes")
 info "$dev: discard_max_bytes=$dmax write_zeroes_max_bytes=$zmax"

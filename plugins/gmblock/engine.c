@@ -140,6 +140,7 @@ gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
               int rwf)
 {
   struct gm_uring *u;
+  ssize_t r;
 
   switch (gm.ring) {
   case GM_RING_SHARED:
@@ -154,7 +155,13 @@ gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
      */
     if ((u = my_ring ()) == NULL)
       return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
-    return lost_if_dead (u, gm_uring_rw (u, op, fd, buf, len, off, rwf));
+    r = gm_uring_rw (u, op, fd, buf, len, off, rwf);
+    /* The kernel would not take it (ENOMEM, or "not now" a thousand
+     * times): it never ran, so the plain call does it.
+     */
+    if (r < 0 && u->refused)
+      return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
+    return lost_if_dead (u, r);
   }
 }
 
@@ -162,16 +169,19 @@ int
 gm_engine_fdatasync (int fd)
 {
   struct gm_uring *u;
+  int r;
 
   /* Flushes are rare: the shared design sends them through this
    * thread's own ring too rather than complicating the combiner.
+   *
+   * gm_datasync takes every error for a lost write-back and stops the
+   * server for good, so never report as the sync's failure the ring's
+   * absence (none configured, or none could be made for this thread:
+   * EMFILE, ENOMEM) nor a sync the kernel would not take (it never
+   * ran): fdatasync(2) itself then.
    */
-  /* Without a ring (none configured, or none could be made for this
-   * thread: EMFILE, ENOMEM), fdatasync(2) itself.  Never report the
-   * ring's absence as the sync's failure: gm_datasync takes every error
-   * for a lost write-back and stops the server for good.
-   */
-  if (gm.ring == GM_RING_NONE || (u = my_ring ()) == NULL)
+  if (gm.ring == GM_RING_NONE || (u = my_ring ()) == NULL ||
+      ((r = gm_uring_fsync (u, fd, true)) < 0 && u->refused))
     return fdatasync (fd) == -1 ? -errno : 0;
-  return lost_if_dead (u, gm_uring_fsync (u, fd, true));
+  return lost_if_dead (u, r);
 }

@@ -228,9 +228,44 @@ refused (void)
   inject_submit (SF_REFUSED, FOREVER);
   put (pipefd[1], "first");
   CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == REFUSED_ERR);
+  CHECK (u.refused);            /* never ran: the plugin does it itself */
   inject_submit (SF_NONE, 0);
   CHECK (gm_uring_rw (&u, GM_READ, pipefd[0], a, 5, 0, 0) == 5);
+  CHECK (!u.refused);
   CHECK (memcmp (a, "first", 5) == 0);
+  nothing_in_flight ();
+}
+
+/* A file to fsync, already unlinked. */
+static int
+temp_fd (void)
+{
+  char path[] = "/tmp/gmblock-uring-faults.XXXXXX";
+  int fd = mkstemp (path);
+
+  CHECK (fd >= 0);
+  unlink (path);
+  return fd;
+}
+
+/* An fsync the kernel refuses never ran (refused: the plugin calls
+ * fdatasync(2) rather than take it for a lost write-back); one that
+ * ran and failed is not refused.
+ */
+static void
+fsync_refused (void)
+{
+  int fd = temp_fd ();
+
+  inject_submit (SF_REFUSED, FOREVER);
+  CHECK (gm_uring_fsync (&u, fd, true) == REFUSED_ERR);
+  CHECK (u.refused);
+  inject_submit (SF_NONE, 0);
+  CHECK (gm_uring_fsync (&u, fd, true) == 0);
+  CHECK (!u.refused);
+  CHECK (gm_uring_fsync (&u, -1, true) == -EBADF);   /* ran, failed */
+  CHECK (!u.refused);
+  close (fd);
   nothing_in_flight ();
 }
 
@@ -240,11 +275,8 @@ refused (void)
 static void
 fsync_eintr (void)
 {
-  char path[] = "/tmp/gmblock-uring-faults.XXXXXX";
-  int fd = mkstemp (path);
+  int fd = temp_fd ();
 
-  CHECK (fd >= 0);
-  unlink (path);
   CHECK (write (fd, "data", 4) == 4);
   inject_submit (SF_RES_EINTR, 1);
   CHECK (gm_uring_fsync (&u, fd, true) == 0);
@@ -444,6 +476,7 @@ static const struct {
   { "short-submit", short_submit },
   { "refused", refused },
   { "fsync-eintr", fsync_eintr },
+  { "fsync-refused", fsync_refused },
   { "wait-fails", wait_fails },
   { "shared-wait-fails", shared_wait_fails },
   { "shared-refused", shared_refused },
