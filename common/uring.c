@@ -179,13 +179,19 @@ submit_one (struct gm_uring *u, struct io_uring_sqe *sqe)
 static int
 get_sqe (struct gm_uring *u, struct io_uring_sqe **sqe)
 {
-  if (u->dead)
+  if (u->dead) {
+    u->refused = false;         /* it failed: fail-stop, not a retry */
     return -EIO;
+  }
   *sqe = io_uring_get_sqe (&u->ring);
   /* Only no-ops left by refused submissions can fill the SQ. */
   if (*sqe == NULL && gm_uring_submit_all (u, 0) == 0)
     *sqe = io_uring_get_sqe (&u->ring);
-  return *sqe ? 0 : -EBUSY;
+  if (*sqe == NULL) {
+    u->refused = true;          /* never taken */
+    return -EBUSY;
+  }
+  return 0;
 }
 
 void

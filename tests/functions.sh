@@ -79,6 +79,18 @@ wait_idle () {
     done
 }
 
+# await_exit NAME PID NBDKIT-PID: wait (10 s at most) for PID to end
+# after a SIGTERM; a hang kills nbdkit and fails.
+await_exit () {
+    local i
+    for i in $(seq 1 200); do
+        kill -0 "$2" 2>/dev/null || return 0
+        sleep 0.05
+    done
+    kill -KILL "$3" 2>/dev/null
+    fail "server $1 did not exit on SIGTERM"
+}
+
 # Stop a server (SIGTERM: nbdkit unloads, which writes stats files),
 # wait for it (10 s at most: a hang fails), and fail if a sanitizer or
 # nbdkit reported a crash.  Sets server_rc to its exit status.
@@ -88,15 +100,7 @@ stop_server () {
     [[ -n $pid ]] || return 0
     wait_idle "$name"
     kill -TERM "$pid" 2>/dev/null || true
-    local i
-    for i in $(seq 1 200); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.05
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -KILL "$pid" 2>/dev/null
-        fail "server $name did not exit on SIGTERM"
-    fi
+    await_exit "$name" "$pid" "$pid"
     server_rc=0
     wait "$pid" 2>/dev/null || server_rc=$?
     eval "_pid_$name="
@@ -132,10 +136,15 @@ start_traced () {
 }
 
 stop_traced () {
-    local name=$1 pid
+    local name=$1 pid nbd
     wait_idle "$name"
-    kill -TERM "$(cat "$T/$name.pid")" 2>/dev/null || true
+    nbd=$(cat "$T/$name.pid")
+    kill -TERM "$nbd" 2>/dev/null || true
     pid=$(eval "echo \$_traced_$name")
+    await_exit "$name" "$pid" "$nbd"
+    local keep=() p                     # gone: not to be signalled again
+    for p in "${_pids[@]}"; do [[ $p == "$nbd" || $p == "$pid" ]] || keep+=("$p"); done
+    _pids=("${keep[@]}")
     wait "$pid" || fail "traced server $name exited $? on SIGTERM"
     if grep -qE 'AddressSanitizer|runtime error:|Segmentation fault|assertion' "$T/$name.log"; then
         cat "$T/$name.log" >&2

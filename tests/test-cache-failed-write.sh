@@ -3,8 +3,8 @@
 # data on the disk (a large write split into pieces, the disk full
 # after the first ones).  The cache must then not keep serving its older
 # copy of those blocks: reads would change once it is evicted.  The file
-# sits on a tmpfs with 320K free; a 1 MiB write over cached blocks fails
-# with ENOSPC after writing about 320K, and the next read through the
+# sits on a tmpfs with 384K free; a 1 MiB write over cached blocks fails
+# with ENOSPC after writing about 384K, and the next read through the
 # cache must equal the file.  In every mode that writes below at once.
 . "$(dirname "$0")/functions.sh"
 [[ $(id -u) == 0 ]] || skip "needs root (a full tmpfs)"
@@ -15,7 +15,7 @@ for mode in read writethrough adaptive; do
     mount -t tmpfs -o size=4M none "$T/$mode" || skip "cannot mount a tmpfs"
     track_mount "$T/$mode"
     truncate -s 2M "$T/$mode/disk.img"
-    dd if=/dev/zero of="$T/$mode/fill" bs=4K count=$(((4096 - 320 - 64) / 4)) status=none 2>/dev/null || true
+    dd if=/dev/zero of="$T/$mode/fill" bs=4K count=$(((4096 - 384) / 4)) status=none 2>/dev/null || true
     start_server "$mode" --filter=gmblock-cache gmblock file="$T/$mode/disk.img" \
         direct=false cache-mode=$mode cache-block-size=64K cache-stats="$T/$mode.stats"
     out=$(timeout 60 /usr/bin/python3 - "$(uri "$mode")" "$T/$mode/disk.img" <<'PY'

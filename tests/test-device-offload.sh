@@ -5,11 +5,13 @@
 # frees the pages: its stored size drops), and a fast zero that may not
 # punch holes must use the write-zeroes offload, not be refused.  They
 # were read as 32-bit values, and 2 TiB became 0, "no offload".
-# Reads of several sizes come back right; zram on Linux 6.18 writes
+# Reads of several sizes come back right.  zram on Linux 6.18 writes
 # whole pages on an O_DIRECT read into a buffer that starts inside a
 # page, over the memory beside it: gmblock must never let it read
-# straight into nbdkit's buffer then (the sanitizer run saw nbdkit's
-# heap corrupted by a 1 MiB read, whose buffer ASan aligns to 2K).
+# straight into nbdkit's buffer then.  Only the sanitizer run can see
+# that: glibc never gives nbdkit a 512-aligned 1 MiB buffer, ASan does
+# (2K into a page), and the bytes changed are beside the buffer, where
+# ASan then finds its heap corrupted (a bad free).
 . "$(dirname "$0")/functions.sh"
 require strace
 [[ -w /sys/class/zram-control/hot_add ]] ||
