@@ -28,6 +28,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,20 @@ class Server:
             if time.time() - t0 > 60:
                 raise Failure("nbdkit did not start in 60s")
             time.sleep(0.05)
+        # The socket exists from bind(), a moment before listen(): a
+        # connect in between is refused (seen under load).
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                s.connect(self.sock)
+                break
+            except ConnectionRefusedError:
+                if self.p.poll() is not None or time.time() - t0 > 60:
+                    raise Failure(f"nbdkit does not accept connections, "
+                                  f"see {log}")
+                time.sleep(0.05)
+            finally:
+                s.close()
 
     def stop(self, sig=signal.SIGTERM, timeout=60):
         self.p.send_signal(sig)
