@@ -468,7 +468,7 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     goto failed;
   id->context = c;
   if (pthread_create (&c->tid, NULL, gm_rdma_client_run, c))
-    rdma_disconnect (id);
+    gm_rdma_disconnect (id);
   else
     c->thread_started = true;
   pthread_mutex_lock (&clients_lock);
@@ -633,7 +633,7 @@ say_goodbyes (void)
                     "shutdown: disconnected without a goodbye (they fail)",
                     c->peer, DRAIN_S);
       c->farewell = false;
-      rdma_disconnect (c->id);
+      gm_rdma_disconnect (c->id);
     }
   }
   for (c = clients; c; c = c->next_client) {
@@ -773,7 +773,7 @@ rdma_cleanup (nbdkit_backend *b)
   /* Every client first: a worker of one may be waiting for pool memory
    * that another's requests hold until their completions flush. */
   for (struct client *c = clients; c; c = c->next_client)
-    rdma_disconnect (c->id);
+    gm_rdma_disconnect (c->id);
   while (clients) {
     struct client *c = clients;
     clients = c->next_client;

@@ -135,6 +135,7 @@ struct client {
 };
 
 /* serve.c */
+void gm_rdma_disconnect (struct rdma_cm_id *id);
 struct client *gm_rdma_client_new (void);
 int gm_rdma_client_setup (struct client *c);   /* after accept_hello */
 void *gm_rdma_client_run (void *c);            /* the poller thread */
