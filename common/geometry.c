@@ -37,13 +37,18 @@ gm_sysfs_block_u64 (unsigned major, unsigned minor, const char *rel,
   return -1;
 }
 
+static uint64_t
+sysfs_u64 (const struct gm_geometry *g, const char *rel, uint64_t dflt)
+{
+  uint64_t v;
+  return gm_sysfs_block_u64 (g->major, g->minor, rel, &v) == 0 ? v : dflt;
+}
+
 static uint32_t
 sysfs_u32 (const struct gm_geometry *g, const char *rel, uint32_t dflt)
 {
-  uint64_t v;
-  if (gm_sysfs_block_u64 (g->major, g->minor, rel, &v) == 0 && v <= UINT32_MAX)
-    return v;
-  return dflt;
+  uint64_t v = sysfs_u64 (g, rel, UINT64_MAX);
+  return v <= UINT32_MAX ? v : dflt;
 }
 
 static void
@@ -69,12 +74,8 @@ probe_block (int fd, struct gm_geometry *g)
     g->dio_mem_align = sysfs_u32 (g, "queue/dma_alignment", 511) + 1;
   }
   /* 64-bit: zram and many NVMe drives say 2 TiB (0 would mean "none"). */
-  if (gm_sysfs_block_u64 (g->major, g->minor, "queue/write_zeroes_max_bytes",
-                          &g->write_zeroes_max) == -1)
-    g->write_zeroes_max = 0;
-  if (gm_sysfs_block_u64 (g->major, g->minor, "queue/discard_max_bytes",
-                          &g->discard_max) == -1)
-    g->discard_max = 0;
+  g->write_zeroes_max = sysfs_u64 (g, "queue/write_zeroes_max_bytes", 0);
+  g->discard_max = sysfs_u64 (g, "queue/discard_max_bytes", 0);
 }
 
 int

@@ -306,8 +306,7 @@ gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
   s->offset = off;
   snprintf (s->source, sizeof s->source, "gmblock-stripe: %llu x %u, "
             "parity %s", chunk, dd,
-            !s->parity_known ? "unknown" : parity == '0' ? "0"
-            : parity == '1' ? "1" : "2");
+            s->parity_known ? (char[2]) { parity } : "unknown");
   return 1;
 }
 

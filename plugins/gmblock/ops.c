@@ -143,19 +143,16 @@ discard_device (uint64_t offset, uint64_t count)
   return err;
 }
 
-int
-gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+/* Unmap [offset, offset+count) as discard=unmap asks.  Returns 0 or an
+ * errno; a medium that cannot discard is not an error for an advisory
+ * trim.
+ */
+static int
+unmap_range (uint64_t offset, uint32_t count)
 {
   int err = 0;
 
-  COUNT (ST_TRIMS, 1);
-  COUNT (ST_TRIM_BYTES, count);
-  if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "trim", offset, count) == -1)
-    return -1;
-  /* Ignored, a FUA trim still covers the writes acknowledged before it. */
-  if (gm.discard == GM_DISCARD_IGNORE)
-    ;
-  else if (!gm.geo.is_block)
+  if (!gm.geo.is_block)
     err = locked_fallocate (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                             offset, count);
   else {
@@ -167,10 +164,22 @@ gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
     if (lo < hi && gm.geo.discard_max > 0)
       err = discard_device (lo, hi - lo);
   }
-  /* A medium that cannot discard is not an error for an advisory trim. */
-  if (err == EOPNOTSUPP || err == ENOTTY || err == ENODEV)
-    err = 0;
-  if (err == 0 && gm.discard != GM_DISCARD_IGNORE)
+  return err == EOPNOTSUPP || err == ENOTTY || err == ENODEV ? 0 : err;
+}
+
+int
+gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  int err = 0;
+
+  COUNT (ST_TRIMS, 1);
+  COUNT (ST_TRIM_BYTES, count);
+  if (gm_failstop_refuse (GM_FAILSTOP_WRITES, "trim", offset, count) == -1)
+    return -1;
+  /* Ignored (discard=ignore), a FUA trim still covers the writes
+   * acknowledged before it. */
+  if (gm.discard != GM_DISCARD_IGNORE &&
+      (err = unmap_range (offset, count)) == 0)
     gm_write_done ();
   if (err == 0 && (flags & NBDKIT_FLAG_FUA))
     err = gm_datasync ();
