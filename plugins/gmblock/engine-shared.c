@@ -27,6 +27,7 @@
 struct waiter {
   int res;
   bool done;
+  bool refused;                 /* the kernel never took it: it never ran */
   pthread_cond_t cond;
   struct waiter *prev, *next;
 };
@@ -104,13 +105,17 @@ ring_failed (int r)
 static void
 fail_unsubmitted (uint64_t data, void *arg)
 {
-  finish ((struct waiter *) (uintptr_t) data, *(int *) arg);
+  struct waiter *w = (struct waiter *) (uintptr_t) data;
+
+  w->refused = true;
+  finish (w, *(int *) arg);
 }
 
 /* Submit what is queued.  Called with the lock held (only one thread
  * submits at a time).  Should the kernel refuse, exactly the requests
- * it did not take fail with its error, and their SQEs become no-ops:
- * those in flight keep waiting for their completions.
+ * it did not take end as refused (their owners do them with the plain
+ * call), and their SQEs become no-ops: those in flight keep waiting
+ * for their completions.
  */
 static void
 submit_queued (void)
@@ -155,11 +160,15 @@ lead (struct waiter *self)
   io_uring_cq_advance (&ring->ring, n);
 }
 
+/* A request the kernel would not take (ENOMEM, or a full SQ: memory
+ * pressure) never ran, so the plain call does it, as the per-thread
+ * engine does (engine.c): the error was not the disk's.
+ */
 ssize_t
 gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
                 uint64_t off, int rwf)
 {
-  struct waiter w = { .done = false, .prev = NULL };
+  struct waiter w = { .done = false, .refused = false, .prev = NULL };
   struct io_uring_sqe *sqe = NULL;
 
   pthread_cond_init (&w.cond, NULL);
@@ -171,7 +180,7 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
   if (dead || sqe == NULL) {
     pthread_mutex_unlock (&lock);
     pthread_cond_destroy (&w.cond);
-    return dead ? -EIO : -EBUSY;
+    return dead ? -EIO : gm_sync_once (ctx, op, fd, buf, len, off, rwf);
   }
   gm_uring_prep_rw (ring, sqe, op, fd, buf, len, off, rwf);
   io_uring_sqe_set_data (sqe, &w);
@@ -194,5 +203,7 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
     pthread_cond_signal (&waiting->cond);
   pthread_mutex_unlock (&lock);
   pthread_cond_destroy (&w.cond);
+  if (w.refused)
+    return gm_sync_once (ctx, op, fd, buf, len, off, rwf);
   return w.res;
 }
