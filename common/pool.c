@@ -152,10 +152,16 @@ take (struct gm_pool *p, size_t n)
   return (char *) p->mem.addr + (size_t) start * GM_POOL_UNIT;
 }
 
+/* Waiters are served in the order they came (tickets): with first fit
+ * alone, a large request could wait for ever while small ones, already
+ * running, took every run freed before it woke.  A request that finds
+ * others waiting queues behind them even if its own would fit.
+ */
 static void *
 get (struct gm_pool *p, size_t len, bool wait)
 {
   size_t n = gm_round_up (len, GM_POOL_UNIT) / GM_POOL_UNIT;
+  uint64_t ticket;
   void *buf;
 
   if (len == 0 || n > p->nunits) {
@@ -163,16 +169,23 @@ get (struct gm_pool *p, size_t len, bool wait)
     return NULL;
   }
   pthread_mutex_lock (&p->lock);
-  while ((buf = take (p, n)) == NULL) {
-    if (!wait) {
-      pthread_mutex_unlock (&p->lock);
-      errno = EAGAIN;
-      return NULL;
-    }
-    p->waits++;
-    pthread_cond_wait (&p->freed, &p->lock);
+  if (p->next_ticket == p->serving && (buf = take (p, n)) != NULL) {
+    pthread_mutex_unlock (&p->lock);
+    return buf;
   }
+  if (!wait) {
+    pthread_mutex_unlock (&p->lock);
+    errno = EAGAIN;
+    return NULL;
+  }
+  p->waits++;
+  ticket = p->next_ticket++;
+  while (p->serving != ticket || (buf = take (p, n)) == NULL)
+    pthread_cond_wait (&p->freed, &p->lock);
+  p->serving++;
   pthread_mutex_unlock (&p->lock);
+  /* The next in line may fit in what is left. */
+  pthread_cond_broadcast (&p->freed);
   return buf;
 }
 

@@ -4,8 +4,9 @@
  * One mapping, cut into 4K units.  A buffer is a contiguous run of
  * units, handed out first-fit (low addresses first, so a light load
  * touches few pages) and never shared while in use.  When the pool is
- * full, callers wait: memory is bounded whatever the number of
- * connections.  The lock is held only to find or release a run, never
+ * full, callers wait, served in the order they came: memory is bounded
+ * whatever the number of connections, and a large request is not
+ * starved by small ones.  The lock is held only to find or release a run, never
  * across I/O.
  */
 #ifndef GMBLOCK_POOL_H
@@ -26,6 +27,7 @@ struct gm_pool {
   size_t first_free;            /* no free unit below this index */
   pthread_mutex_t lock;
   pthread_cond_t freed;
+  uint64_t next_ticket, serving; /* waiters, first come first served */
   size_t in_use;                /* units */
   size_t peak;                  /* units */
   uint64_t gets, waits;
@@ -56,7 +58,8 @@ void gm_pool_destroy (struct gm_pool *pool);
 void *gm_pool_get (struct gm_pool *pool, size_t len);
 void gm_pool_put (struct gm_pool *pool, void *buf, size_t len);
 
-/* Like gm_pool_get but never waits: NULL (errno = EAGAIN) when full. */
+/* Like gm_pool_get but never waits: NULL (errno = EAGAIN) when full or
+ * when others wait (it does not overtake them). */
 void *gm_pool_tryget (struct gm_pool *pool, size_t len);
 
 static inline int

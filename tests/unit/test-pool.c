@@ -1,6 +1,8 @@
 /* Unit tests for common/pool.c and common/hugemem.c. */
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <unistd.h>
 
@@ -35,6 +37,74 @@ hammer (void *arg)
     gm_pool_put (pool, b, len);
   }
   return NULL;
+}
+
+/* Small requests that come and go all the time must not keep a large
+ * one waiting forever: first-fit hands every freed run to whichever
+ * thread wakes first, and the churners, already running, always won.
+ */
+#define NCHURN 5
+static _Atomic bool stop_churn;
+
+static void *
+churn (void *arg)
+{
+  while (!atomic_load (&stop_churn)) {
+    void *b = gm_pool_get (pool, 3 * GM_POOL_UNIT);
+    CHECK (b != NULL);
+    usleep (200);
+    gm_pool_put (pool, b, 3 * GM_POOL_UNIT);
+  }
+  return NULL;
+}
+
+static void *
+want_big (void *arg)
+{
+  void *b = gm_pool_get (pool, 8 * GM_POOL_UNIT);
+  CHECK (b != NULL);
+  *(_Atomic bool *) arg = true;
+  gm_pool_put (pool, b, 8 * GM_POOL_UNIT);
+  return NULL;
+}
+
+/* Five times: a half-pool request among five threads that hold three
+ * units each (15 of 16) and take them again as soon as they give them
+ * back.  First-fit alone made it wait 0.1-3.7 s, sometimes longer.
+ */
+static void
+large_not_starved (void)
+{
+  char err[256];
+  pthread_t th[NCHURN + 1];
+  int worst = 0;
+
+  pool = gm_pool_create (16 * GM_POOL_UNIT, GM_HUGE_OFF, err, sizeof err);
+  CHECK (pool != NULL);
+  atomic_store (&stop_churn, false);
+  for (int i = 0; i < NCHURN; i++)
+    CHECK (pthread_create (&th[i], NULL, churn, NULL) == 0);
+  for (int trial = 0; trial < 5; trial++) {
+    _Atomic bool got = false;
+    int ms = 0;
+
+    usleep (20 * 1000);
+    CHECK (pthread_create (&th[NCHURN], NULL, want_big, &got) == 0);
+    while (!atomic_load (&got) && ms < 1000) {
+      usleep (1000);
+      ms++;
+    }
+    pthread_join (th[NCHURN], NULL);
+    if (ms > worst)
+      worst = ms;
+  }
+  printf ("a half-pool request among small ones waited %d ms at worst\n",
+          worst);
+  CHECK (worst < 1000);
+  atomic_store (&stop_churn, true);
+  for (int i = 0; i < NCHURN; i++)
+    pthread_join (th[i], NULL);
+  gm_pool_destroy (pool);
 }
 
 int
@@ -103,6 +173,8 @@ main (void)
   CHECK_EQ_U64 (s.in_use, 0);
   CHECK (s.peak <= 4 * MB);
   gm_pool_destroy (pool);
+
+  large_not_starved ();
 
   /* hugepages=auto always works (falls back); a pool is usable. */
   pool = gm_pool_create (3 * MB, GM_HUGE_AUTO, err, sizeof err);
