@@ -8,20 +8,20 @@ cd "$T"
 st=(--filter=gmblock-stripe memory 64M)
 both=(stripe-chunk=64K stripe-data-disks=4)
 
-start_fails chunk_word 'stripe-chunk=banana' 'power of two from 512 to 32M' -- "${st[@]}" stripe-chunk=banana stripe-data-disks=4
-start_fails chunk_odd 'stripe-chunk=96K: not a power of two' 'such as 64K' -- "${st[@]}" stripe-chunk=96K stripe-data-disks=4
+start_fails chunk_word 'stripe-chunk=banana' 'multiple of 512 from 512 to 32M' -- "${st[@]}" stripe-chunk=banana stripe-data-disks=4
+start_fails chunk_odd 'stripe-chunk=1000: not a multiple of 512' 'such as 64K' -- "${st[@]}" stripe-chunk=1000 stripe-data-disks=4
 start_fails chunk_small 'stripe-chunk=256: not a multiple of 512' -- "${st[@]}" stripe-chunk=256 stripe-data-disks=4
 start_fails chunk_big 'stripe-chunk=64M: too large' 'from 512 to 32M' -- "${st[@]}" stripe-chunk=64M stripe-data-disks=1
-start_fails chunk_zero 'stripe-chunk=0: not a power of two' -- "${st[@]}" stripe-chunk=0 stripe-data-disks=4
-start_fails disks_zero 'stripe-data-disks=0' 'whole number from 1 to 1024' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=0
-start_fails disks_big 'stripe-data-disks=1025' 'from 1 to 1024' -- "${st[@]}" stripe-chunk=512 stripe-data-disks=1025
+start_fails chunk_zero 'stripe-chunk=0: zero' -- "${st[@]}" stripe-chunk=0 stripe-data-disks=4
+start_fails disks_zero 'stripe-data-disks=0' 'whole number from 1 to 4096' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=0
+start_fails disks_big 'stripe-data-disks=4097' 'from 1 to 4096' -- "${st[@]}" stripe-chunk=512 stripe-data-disks=4097
 start_fails disks_neg 'stripe-data-disks=-2' 'whole number' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=-2
 start_fails disks_word 'stripe-data-disks=three' 'RAID5 on 4 disks has 3' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=three
-start_fails chunk_empty 'stripe-chunk=: empty value' 'power of two from 512 to 32M' -- "${st[@]}" stripe-chunk= stripe-data-disks=4
-start_fails chunk_neg 'stripe-chunk=-64K: negative' 'power of two' -- "${st[@]}" stripe-chunk=-64K stripe-data-disks=4
-start_fails chunk_frac 'stripe-chunk=1.5M' 'power of two from 512 to 32M' -- "${st[@]}" stripe-chunk=1.5M stripe-data-disks=2
-start_fails disks_frac 'stripe-data-disks=3.5' 'whole number from 1 to 1024' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=3.5
-start_fails disks_empty 'stripe-data-disks=:' 'whole number from 1 to 1024' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=
+start_fails chunk_empty 'stripe-chunk=: empty value' 'multiple of 512 from 512 to 32M' -- "${st[@]}" stripe-chunk= stripe-data-disks=4
+start_fails chunk_neg 'stripe-chunk=-64K: negative' 'multiple of 512' -- "${st[@]}" stripe-chunk=-64K stripe-data-disks=4
+start_fails chunk_frac 'stripe-chunk=1.5M' 'multiple of 512 from 512 to 32M' -- "${st[@]}" stripe-chunk=1.5M stripe-data-disks=2
+start_fails disks_frac 'stripe-data-disks=3.5' 'whole number from 1 to 4096' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=3.5
+start_fails disks_empty 'stripe-data-disks=:' 'whole number from 1 to 4096' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=
 start_fails parity_3 'stripe-parity=3' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=3
 start_fails parity_neg 'stripe-parity=-1' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=-1
 start_fails parity_word 'stripe-parity=raid5' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=raid5
@@ -40,13 +40,14 @@ start_fails chunk_export 'stripe-chunk=2M is larger than the export \(1M\)' -- -
 start_fails sysfs_missing 'stripe-sysfs=/nonexistent' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=/nonexistent
 
 # The limits themselves are accepted.
-for ok in "stripe-chunk=512 stripe-data-disks=1024" "stripe-chunk=32M stripe-data-disks=1" \
-          "stripe-chunk=64K stripe-data-disks=2 stripe-parity=2" "stripe-chunk=1M stripe-data-disks=1 stripe-parity=1"; do
+for ok in "stripe-chunk=512 stripe-data-disks=4096" "stripe-chunk=32M stripe-data-disks=1" \
+          "stripe-chunk=64K stripe-data-disks=2 stripe-parity=2" "stripe-chunk=1M stripe-data-disks=1 stripe-parity=1" \
+          "stripe-chunk=96K stripe-data-disks=3"; do
     # shellcheck disable=SC2086
     "$NBDKIT" -U - "${st[@]}" $ok --run 'nbdinfo --size "$uri"' >"$T/ok.out" 2>&1 ||
         { cat "$T/ok.out" >&2; fail "refused valid options: $ok"; }
 done
-info "the limits (512 x 1024, 32M x 1, RAID6 2+2, RAID5 1+1) are accepted"
+info "the limits (512 x 4096, 32M x 1, RAID6 2+2, RAID5 1+1) and a 96K chunk (md RAID0 takes it) are accepted"
 
 # No gmblock plugin below (the memory plugin names no device): without
 # options one note and nothing changed; with both options alone the
@@ -67,4 +68,12 @@ nbdcopy in.img "$(uri alone)"
 nbdcopy "$(uri alone)" out.img
 stop_server alone
 cmp in.img out.img || fail "alone: data through the filter with options alone differs"
-info "no plugin naming a device: one note without options; options alone: preferred 256K, 16 MiB byte-exact"
+# A chunk that is not a power of two, as md RAID0 takes it: the stripe
+# (3 x 96K = 288K) is no power of two either, so 256K is preferred.
+start_server odd --filter=gmblock-stripe memory 16M stripe-chunk=96K stripe-data-disks=3
+[[ $(bsize odd preferred) == 262144 ]] || fail "odd: preferred is not 256K (the largest power of two in 3 x 96K)"
+nbdcopy in.img "$(uri odd)"
+nbdcopy "$(uri odd)" out2.img
+stop_server odd
+cmp in.img out2.img || fail "odd: data through a 96K-chunk stripe differs"
+info "no plugin naming a device: one note without options; options alone (128K and 96K chunks): preferred 256K, 16 MiB byte-exact"

@@ -24,15 +24,16 @@ parse_chunk (const char *value)
   uint64_t v;
 
   if (gm_parse_size (value, &v, &why) == 0) {
-    why = !gm_is_power_of_2 (v) ? "not a power of two" :
-      v % 512 ? "not a multiple of 512" : v > MAX_STRIPE ? "too large" : NULL;
+    /* As detection takes it: md RAID0 chunks need not be powers of two. */
+    why = v == 0 ? "zero" : v % 512 ? "not a multiple of 512" :
+      v > MAX_STRIPE ? "too large" : NULL;
     if (why == NULL) {
       cfg.chunk = v;
       return 0;
     }
   }
   nbdkit_error (SNAME ": stripe-chunk=%s: %s (expected the RAID chunk size: "
-                "a power of two from 512 to 32M, such as 64K)", value, why);
+                "a multiple of 512 from 512 to 32M, such as 64K)", value, why);
   return -1;
 }
 
@@ -72,7 +73,7 @@ sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return parse_chunk (value);
   if (strcmp (key, "stripe-data-disks") == 0)
     return parse_number (key, value, 1, MAX_DATA_DISKS, "a whole number from "
-                         "1 to 1024: the members holding data (RAID5 on 4 "
+                         "1 to 4096: the members holding data (RAID5 on 4 "
                          "disks has 3)", &cfg.data_disks);
   if (strcmp (key, "stripe-parity") == 0) {
     if (parse_number (key, value, 0, 2, "0, 1 or 2: parity chunks per "
@@ -127,7 +128,7 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 }
 
 #define SP_CONFIG_HELP \
-  "stripe-chunk=SIZE       RAID chunk size (power of 2), overrides detection.\n" \
+  "stripe-chunk=SIZE       RAID chunk size (multiple of 512), overrides detection.\n" \
   "stripe-data-disks=N     Members holding data, overrides detection.\n" \
   "stripe-parity=0|1|2     Parity chunks per stripe, overrides detection.\n" \
   "stripe-sysfs=DIR        Read sysfs from DIR instead of /sys (tests).\n" \

@@ -25,7 +25,7 @@
 
 /* Largest full stripe: the largest NBD request nbdkit and gmblock take. */
 #define MAX_STRIPE (32u << 20)
-#define MAX_DATA_DISKS 1024
+#define MAX_DATA_DISKS 4096     /* as detection (common/stripegeo.c) */
 
 struct sp_config {
   uint64_t chunk;               /* stripe-chunk=, 0 unset */
