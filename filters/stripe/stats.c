@@ -19,7 +19,7 @@ struct gm_counter sstats[SS_COUNT] = {
   C (SS_WRITES, "writes", "write requests (passed through)"),
   C (SS_WRITES_FULL_STRIPE, "writes_full_stripe", "writes made of whole, aligned stripes only"),
   C (SS_WRITES_PARTIAL, "writes_partial", "writes touching part of a stripe (read-modify-write on parity RAID)"),
-  C (SS_CONNECTIONS, "connections", "connections opened (each reads the geometry again)"),
+  C (SS_CONNECTIONS, "connections", "connections opened, those of filters above included (gmblock-cache opens one of its own; each reads the geometry again)"),
   C (SS_RESHAPE_CONNECTIONS, "reshape_connections", "of those, opened during an md reshape: passed through"),
   C (SS_GEOMETRY_CHANGES, "geometry_changes", "times new connections got a geometry other than the last one in use"),
 };
