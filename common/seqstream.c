@@ -403,6 +403,22 @@ gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
   retire_if_finished (t, s, w);
 }
 
+/* Whether a newer window of s than w (a refill queued by an earlier
+ * write) covers [a, b): that window stands for those blocks now.
+ */
+static bool
+superseded (const struct gm_seq_stream *s, const struct gm_seq_window *w,
+            uint64_t a, uint64_t b)
+{
+  for (unsigned k = 0; k < GM_SEQ_WINDOWS; k++) {
+    const struct gm_seq_window *o = &s->win[k];
+    if (o != w && o->state != GM_WIN_FREE && !o->orphan &&
+        (int32_t) (o->id - w->id) > 0 && o->start <= a && o->start + o->len >= b)
+      return true;
+  }
+  return false;
+}
+
 unsigned
 gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
                    uint64_t room, struct gm_seq_issue *refill,
@@ -438,6 +454,13 @@ gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
       b = gm_round_up (b, align);
       if (b > we)
         b = we;
+      /* Invalidated and queued again by an earlier write: counting
+       * them again, and queueing one more refill for every write to
+       * the same block, filled the stream's window slots (later writes
+       * then got no refill) and made the counters lie.
+       */
+      if (superseded (s, w, a, b))
+        continue;
       v = b - a;
       if (v > w->issued - w->invalidated - w->failed)
         v = w->issued - w->invalidated - w->failed;

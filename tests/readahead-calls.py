@@ -152,7 +152,19 @@ elif scenario == "invalidate":
         tail = [line.split()[0] for line in f.read().splitlines()[mark:]]
     if tail.index("pwrite") > tail.index("cache"):
         fail("the block was prefetched again before the write reached the plugin")
-    print(f"invalidate: after the write, prefetched again {again}")
+    # The same block written again, four times: once more each time.
+    # Each write used to queue one refill more than the last (2, 3),
+    # then none once the stream's window slots were full.
+    for i in range(4):
+        mark = nlines()
+        h.pwrite(bytes([3 + i]) * 4096, 200 * K)
+        settle()
+        again = calls("cache", mark)
+        if again != [(192 * K, 64 * K)]:
+            fail(f"write {i + 2} to the same block: prefetch {again}, "
+                 "expected [(196608, 65536)] once")
+    print(f"invalidate: after the write, prefetched again {again}; "
+          "four more writes to the block, one refill each")
 
 else:
     fail("unknown scenario " + scenario)

@@ -165,17 +165,39 @@ test_sequential_survives_random_storm (void)
   CHECK_EQ_U64 (t.ledger.queued - 2 * M < 125 * M, 1);
 }
 
-static void
-test_invalidate_refills (void)
+/* Read 4K at a time to 96K: windows [64K,128K) and [128K,256K) are
+ * prefetched.  Returns where the reader is.
+ */
+static uint64_t
+prefetch_two_windows (void)
 {
-  struct gm_seq_issue is, refill[4];
-  uint64_t off, dropped;
+  struct gm_seq_issue is;
+  uint64_t off;
 
   setup (1024 * M);
   for (off = 0; off < 96 * K; off += 4096)
     read_and_complete (off, 4096, &is);
-  /* Windows [64K,128K) and [128K,256K) are prefetched. */
   CHECK_EQ_U64 (streams[0].pf_end, 256 * K);
+  return off;
+}
+
+/* Run a refill of [off, off + len) of stream 0 to its end. */
+static void
+complete_refill (struct gm_seq_issue *r, uint64_t off, uint64_t len)
+{
+  CHECK_EQ_U64 (r->start, off);
+  CHECK_EQ_U64 (r->len, len);
+  r->win->pieces_left = 1;
+  CHECK (gm_seq_claim (&t, 0, r->win->id, off, len));
+  gm_seq_done (&t, 0, r->win->id, len, true);
+}
+
+static void
+test_invalidate_refills (void)
+{
+  struct gm_seq_issue is, refill[4];
+  uint64_t off = prefetch_two_windows (), dropped;
+
   /* A write behind the reader changes nothing. */
   CHECK_EQ_U64 (gm_seq_invalidate (&t, 0, 4096, M, refill, 4, &dropped), 0);
   CHECK_EQ_U64 (dropped, 0);
@@ -183,12 +205,8 @@ test_invalidate_refills (void)
   CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096, M, refill, 4,
                                    &dropped), 1);
   CHECK_EQ_U64 (dropped, 64 * K);
-  CHECK_EQ_U64 (refill[0].start, 192 * K);
-  CHECK_EQ_U64 (refill[0].len, 64 * K);
   CHECK_EQ_U64 (t.ledger.invalidated, 64 * K);
-  refill[0].win->pieces_left = 1;
-  CHECK (gm_seq_claim (&t, 0, refill[0].win->id, 192 * K, 64 * K));
-  gm_seq_done (&t, 0, refill[0].win->id, 64 * K, true);
+  complete_refill (&refill[0], 192 * K, 64 * K);
   /* Across two windows, with no room: counted, not queued. */
   CHECK_EQ_U64 (gm_seq_invalidate (&t, 120 * K, 16 * K, 0, refill, 4,
                                    &dropped), 0);
@@ -198,6 +216,42 @@ test_invalidate_refills (void)
     read_and_complete (off, 4096, &is);
   CHECK_EQ_U64 (streams[0].pf_end, M);
   gm_seq_retire_all (&t);
+  check_ledger_balances ();
+}
+
+/* The same block ahead of the reader written four times, each refill
+ * completing in between: one refill per write, each window's bytes
+ * invalidated once.  Every write used to queue one refill more than
+ * the last (1, 2, 3), then none: the stream's slots were full.
+ */
+static void
+test_invalidate_same_block_again (void)
+{
+  struct gm_seq_issue is, refill[4];
+  uint64_t off = prefetch_two_windows (), dropped;
+
+  for (int i = 0; i < 4; i++) {
+    CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096, M, refill, 4,
+                                     &dropped), 1);
+    CHECK_EQ_U64 (dropped, 64 * K);
+    complete_refill (&refill[0], 192 * K, 64 * K);
+  }
+  /* Queued, not yet read: a fifth write finds the refill will read the
+   * new data anyway. */
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096, M, refill, 4,
+                                   &dropped), 1);
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, 200 * K, 4096, M, refill + 1, 3,
+                                   &dropped), 0);
+  CHECK_EQ_U64 (dropped, 0);
+  complete_refill (&refill[0], 192 * K, 64 * K);
+  /* The reader reads [96K,256K) from prefetched data, the last refill's
+   * included: 192K useful; the window and four refills changed once
+   * each: 320K invalidated. */
+  for (; off < 256 * K; off += 4096)
+    read_and_complete (off, 4096, &is);
+  gm_seq_retire_all (&t);
+  CHECK_EQ_U64 (t.ledger.invalidated, 320 * K);
+  CHECK_EQ_U64 (t.ledger.useful, 192 * K);
   check_ledger_balances ();
 }
 
@@ -458,6 +512,7 @@ main (void)
   test_sequential_survives_random_storm ();
   test_invalidate_refills ();
   test_invalidate_room_in_pieces ();
+  test_invalidate_same_block_again ();
   test_claim_skips_passed_and_dropped ();
   test_dedup_and_failure ();
   test_dedup_window_inside ();
