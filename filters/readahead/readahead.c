@@ -109,14 +109,19 @@ ra_get_ready (int thread_model)
 {
   if (gm_stats_ready (&rstats_out) == -1)
     return -1;
-  /* Each worker has its own context, so per-connection serialisation
-   * is fine; serialising every request would make prefetch block the
-   * clients it is meant to speed up.
+  /* Serialised calls below would make prefetch block the clients it is
+   * meant to speed up.  Each worker has its own context, so a plugin
+   * that serialises per connection alone would do, but the cache under
+   * this filter sends every call below through one context and one
+   * lock when the stack is not parallel (filters/cache/lower.c).
    */
-  if (thread_model < NBDKIT_THREAD_MODEL_SERIALIZE_REQUESTS) {
+  if (thread_model < NBDKIT_THREAD_MODEL_PARALLEL) {
     fprintf (stderr, "nbdkit: " RNAME ": warning: the plugin serialises "
-             "all requests, so prefetch would delay client reads: "
-             "readahead is disabled\n");
+             "%s, so prefetch would delay client reads: readahead is "
+             "disabled\n",
+             thread_model == NBDKIT_THREAD_MODEL_SERIALIZE_REQUESTS
+             ? "requests (gmblock-cache below then serialises them all)"
+             : "all requests");
     disabled = true;
   }
   return 0;
