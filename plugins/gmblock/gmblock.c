@@ -205,6 +205,21 @@ gm_get_ready (void)
     return -1;
   }
   gm.size = gm.geo.size;
+  /* A block device that ends inside a logical block (a loop device with
+   * 4K sectors over a file that is not whole 4K) takes no I/O past its
+   * last whole block, from anyone: every client reading the whole
+   * export would fail at the end.  Serve what can be served.
+   */
+  if (gm.geo.is_block && gm.geo.logical_block > 1 &&
+      gm.size % gm.geo.logical_block) {
+    uint64_t whole = gm_round_down (gm.size, gm.geo.logical_block);
+    fprintf (stderr, "nbdkit: " GM_NAME ": warning: %s: its size, %" PRIu64
+             " bytes, ends inside a %u-byte logical block, whose last %"
+             PRIu64 " bytes the kernel cannot read or write: serving %"
+             PRIu64 " bytes\n", gm.file, gm.size, gm.geo.logical_block,
+             gm.size - whole, whole);
+    gm.size = whole;
+  }
   if (setup_alignment () == -1)
     return -1;
   gm_rangelock_init (&gm.locks);
