@@ -124,14 +124,56 @@ bar_flags (const char *pci_path, const char *bdf, int n, unsigned long long *fl)
 #define IORESOURCE_MEM 0x200
 #define IORESOURCE_PREFETCH 0x2000
 
+/* Prefetchable says little: a NIC's doorbell pages are prefetchable
+ * (write-combined), and a CMB the kernel publishes as p2pmem holds the
+ * NVMe driver's queues.  Mapped from offset 0, buffers would overwrite
+ * them.  So: nothing that publishes p2pmem (the kernel hands it out;
+ * buffer=p2pmem takes a piece properly), nothing a driver owns, except
+ * an NVMe controller's BARs past its registers (BAR 0 and 1): a CMB the
+ * driver cannot use, since without p2pmem it has no queues there.
+ */
+const char *
+gm_devmem_bar_taken (const char *driver, bool p2pmem, int bar)
+{
+  if (p2pmem)
+    return "the kernel publishes its memory as p2pmem and hands out pieces "
+      "of it (an NVMe driver keeps its queues there)";
+  if (*driver == '\0' || (strcmp (driver, "nvme") == 0 && bar >= 2))
+    return NULL;
+  return "its driver owns its BARs (registers, or memory the driver uses)";
+}
+
+/* The name of the driver bound to BDF, "" when none. */
+static void
+bound_driver (const char *pci_path, const char *bdf, char *name, size_t len)
+{
+  char path[PATH_MAX], target[PATH_MAX];
+  ssize_t n;
+  const char *slash, *base;
+  size_t k;
+
+  snprintf (path, sizeof path, "%s/devices/%s/driver", pci_path, bdf);
+  *name = '\0';
+  if ((n = readlink (path, target, sizeof target - 1)) <= 0)
+    return;
+  target[n] = '\0';
+  slash = strrchr (target, '/');
+  base = slash ? slash + 1 : target;
+  k = strnlen (base, len - 1);  /* driver names are short */
+  memcpy (name, base, k);
+  name[k] = '\0';
+}
+
 int
 gm_devmem_map_bar (struct gm_mem *m, const char *pci_path, const char *bdf,
                    int bar, size_t want, size_t least, char *err,
                    size_t errlen)
 {
-  char path[PATH_MAX];
+  char path[PATH_MAX], driver[64];
+  const char *taken;
   struct stat st;
   unsigned long long fl;
+  bool p2pmem;
   size_t len;
 
   /* Registers sit in non-prefetchable BARs; writing buffers into them
@@ -150,6 +192,22 @@ gm_devmem_map_bar (struct gm_mem *m, const char *pci_path, const char *bdf,
               "will not put buffers there (gmblock-topology lists the "
               "prefetchable ones)", bdf, bar, bar);
     errno = EINVAL;
+    return -1;
+  }
+  snprintf (path, sizeof path, "%s/devices/%s/p2pmem", pci_path, bdf);
+  p2pmem = stat (path, &st) == 0;
+  bound_driver (pci_path, bdf, driver, sizeof driver);
+  if ((taken = gm_devmem_bar_taken (driver, p2pmem, bar)) != NULL) {
+    if (p2pmem)
+      snprintf (err, errlen, "bar:%s:%d: gmblock will not put buffers in "
+                "BAR %d of %s: %s: use buffer=p2pmem:%s", bdf, bar, bar, bdf,
+                taken, bdf);
+    else
+      snprintf (err, errlen, "bar:%s:%d: gmblock will not put buffers in "
+                "BAR %d of %s, bound to driver %s: %s: unbind it first (echo "
+                "%s > /sys/bus/pci/drivers/%s/unbind) or use a device no "
+                "driver owns", bdf, bar, bar, bdf, driver, taken, bdf, driver);
+    errno = EBUSY;
     return -1;
   }
   snprintf (path, sizeof path, "%s/devices/%s/resource%d", pci_path, bdf, bar);

@@ -11,6 +11,7 @@
 #ifndef GMBLOCK_DEVMEM_H
 #define GMBLOCK_DEVMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "hugemem.h"
@@ -25,6 +26,12 @@ int gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
 int gm_devmem_map_bar (struct gm_mem *m, const char *pci_path,
                        const char *bdf, int bar, size_t want, size_t least,
                        char *err, size_t errlen);
+
+/* Whether BAR n of a function is free for gmblock's buffers, given its
+ * driver ("" when none is bound) and whether it publishes p2pmem: NULL,
+ * or why not (for messages and for gmblock-topology's list).
+ */
+const char *gm_devmem_bar_taken (const char *driver, bool p2pmem, int bar);
 
 /* Why O_DIRECT into device memory failed with errno e, for messages. */
 const char *gm_devmem_dma_error (int e, int is_bar);

@@ -19,6 +19,7 @@
 
 #include <pci/pci.h>
 
+#include "devmem.h"
 #include "sizes.h"
 #include "topology.h"
 
@@ -768,7 +769,7 @@ gm_topology_print (const struct gm_topology *t, FILE *fp)
              "that publishes device memory (e.g. an NVMe CMB)");
 
   fprintf (fp, "other device memory (buffer=bar:BDF:N, prefetchable BARs "
-           "of 1M or more):\n");
+           "of 1M or more that neither a driver nor p2pmem owns):\n");
   any = false;
   for (size_t i = 0; i < t->nfn; i++) {
     const struct gm_pci_fn *f = &t->fn[i];
@@ -776,7 +777,8 @@ gm_topology_print (const struct gm_topology *t, FILE *fp)
       continue;
     for (int b = 0; b < 6; b++)
       if (f->bar[b].prefetch && !f->bar[b].io &&
-          f->bar[b].size >= 1024 * 1024) {
+          f->bar[b].size >= 1024 * 1024 &&
+          gm_devmem_bar_taken (f->driver, f->p2pmem, b) == NULL) {
         fprintf (fp, "  %s BAR%d ", f->bdf, b);
         print_size (fp, f->bar[b].size);
         fprintf (fp, " (%s)\n", f->name);

@@ -45,13 +45,16 @@ expect "$T/sw.txt" \
     '^  0000:00:04.0 .*\[1af4:1001\]' \
     'p2pmem: 16M, 16646144 bytes available, published' \
     'BAR2: 16M 64-bit prefetchable' \
-    '^  0000:04:00.0 BAR2 16M' \
     'mlx5_0 on   0000:00:07.0' \
     'rxe0: software \(no PCI function\), on netdev va' \
     '0000:03:00.0 -> p2pmem 0000:04:00.0: switch at 0000:01:00.0: P2P allowed' \
     '0000:00:04.0 -> p2pmem 0000:04:00.0: host-bridge: P2P refused' \
     '0000:03:00.0 -> RDMA NIC 0000:00:07.0: host-bridge' \
     'buffer=p2pmem:auto would fail: 0000:00:04.0 -> 0000:04:00.0 crosses the host bridge'
+# The CMB is p2pmem here (the kernel hands it out) and the NIC's BAR0 is
+# its driver's: neither is offered for buffer=bar.
+sed -n '/^other device memory/,/^RDMA devices/p' "$T/sw.txt" >"$T/sw.bars"
+expect "$T/sw.bars" '^  none$'
 
 "$topo" -O sysfs.path="$T/switch/bus/pci" --keys nvme0n1 >"$T/sw.keys"
 expect "$T/sw.keys" \
@@ -151,6 +154,13 @@ start_fails notprov 'publishes no p2pmem' -- \
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem:0000:03:00.0
 start_fails regbar 'BAR 0 is not a prefetchable memory BAR' -- \
     gmblock file="$T/disk.img" "$sp" buffer=bar:0000:03:00.0:0
+# A BAR the kernel publishes as p2pmem holds the NVMe driver's queues
+# in its first pages; a NIC's BAR0 is prefetchable but holds its
+# doorbells.  Both were mapped from offset 0 and written over.
+start_fails p2pbar 'bar:0000:04:00.0:2: gmblock will not put buffers in BAR 2 of 0000:04:00.0: the kernel publishes its memory as p2pmem' 'use buffer=p2pmem:0000:04:00.0' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=bar:0000:04:00.0:2
+start_fails nicbar 'BAR 0 of 0000:00:07.0, bound to driver mlx5_core: its driver owns its BARs' 'echo 0000:00:07.0 > /sys/bus/pci/drivers/mlx5_core/unbind' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=bar:00:07.0:0
 start_fails nobardev 'there is no PCI device 0000:0b:00.0 with a BAR 2' -- \
     gmblock file="$T/disk.img" "$sp" buffer=bar:0b:00.0:2
 start_fails nobar 'BAR number must be 0 to 5' -- \
@@ -211,6 +221,15 @@ client=$(counter "$T/p2p.stats" dma_client_bytes)
 [[ $hostdma == 0 ]] || fail "dma_pool_bytes $hostdma: host memory was used with buffer=p2pmem"
 [[ $out == "$memcpy" && $out -gt 0 ]] || fail "cpu_copy_from_device_bytes $out != memcpy_read_bytes $memcpy"
 [[ $(counter "$T/p2p.stats" staged_bytes) == 0 ]] || fail "p2pmem staged bytes"
+
+info "buffer=bar on a CMB no p2pmem owns (6.1): served, byte-exact"
+fake npplug noprovider --storage-dev-number "$devno"
+truncate -s 16M "$T/npplug/bus/pci/devices/0000:04:00.0/resource2"
+start_server bar -v gmblock file="$T/disk.img" sysfs.path="$T/npplug/bus/pci" \
+    buffer=bar:0000:04:00.0:2 stats="$T/bar.stats"
+nbdcopy "$(uri bar)" - | cmp - "$T/disk.img" || fail "read through the BAR differs"
+stop_server bar
+expect "$T/bar.log" 'gmblock: pool 16M in BAR 2 of 0000:04:00.0'
 
 info "the default stays host memory, with device counters at 0"
 start_server host gmblock file="$T/disk.img" "$sp" stats="$T/host.stats"
