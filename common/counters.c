@@ -74,10 +74,17 @@ gm_write_file_atomic (const char *path,
     return -1;
   if (fchmod (fd, 0644) == -1 || (fp = fdopen (fd, "w")) == NULL)
     goto fail;
+  errno = 0;
   emit (fp, opaque);
-  /* Durable before it replaces the old file. */
-  if (fflush (fp) == EOF || fsync (fd) == -1)
+  /* Durable before it replaces the old file.  A write that failed
+   * inside emit (ENOSPC) threw its buffer away and is not reported by
+   * fflush: only the stream's error flag tells.
+   */
+  if (ferror (fp) || fflush (fp) == EOF || fsync (fd) == -1) {
+    if (errno == 0)
+      errno = EIO;
     goto fail;
+  }
   e = fclose (fp);
   fp = NULL;
   fd = -1;

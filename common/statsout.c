@@ -10,9 +10,11 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "overlap.h"            /* gm_now_ns */
+#include "registry.h"
 #include "statsout.h"
 
 /* Each module is its own shared object with its own copy of this file,
@@ -51,6 +53,11 @@ gm_stats_config (struct gm_stats_out *s, const char *key, const char *value)
 
   if (strcmp (key, s->option) == 0) {
     free (s->path);
+    s->path = NULL;
+    if (*value == '\0') {
+      s->error ("%s: %s= is empty: expected a file path", s->prefix, key);
+      return -1;
+    }
     /* Absolute now: in daemon mode nbdkit changes to / before we write. */
     s->path = s->absolute_path (value);
     return s->path ? 1 : -1;
@@ -166,9 +173,46 @@ stats_thread (void *arg)
   return NULL;
 }
 
+/* The counters replace whatever path names (renamed over it): refuse
+ * what must not be replaced, such as the file being served (the clients'
+ * writes would go to the deleted old one) or a device node.  Before the
+ * first write, so nothing was replaced yet.
+ */
+static int
+check_target (struct gm_stats_out *s)
+{
+  char *served = gm_registry_lookup (GM_REG_SERVED_FILE);
+  struct stat st, sv;
+  bool same;
+
+  if (lstat (s->path, &st) == -1)
+    return 0;                   /* made at the first write */
+  if (!S_ISREG (st.st_mode) && !S_ISLNK (st.st_mode) && !S_ISDIR (st.st_mode)) {
+    s->error ("%s: %s=%s: not a regular file (a device node, socket or "
+              "FIFO): the counters would replace it; name a new or regular "
+              "file", s->prefix, s->option, s->path);
+    free (served);
+    return -1;
+  }
+  /* The name itself (lstat): renamed over, a symlink goes, not what
+   * it points to. */
+  same = served && stat (served, &sv) == 0 &&
+    st.st_dev == sv.st_dev && st.st_ino == sv.st_ino;
+  free (served);
+  if (same) {
+    s->error ("%s: %s=%s: that is the file being served: the counters "
+              "would replace it; name another file", s->prefix, s->option,
+              s->path);
+    return -1;
+  }
+  return 0;
+}
+
 int
 gm_stats_ready (struct gm_stats_out *s)
 {
+  if (s->path && check_target (s) == -1)
+    return -1;
   if (s->path && gm_probe_file_atomic (s->path) == -1) {
     s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
     return -1;

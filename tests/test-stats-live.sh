@@ -7,7 +7,8 @@
 # gives one error and no crash, and the file comes back with it.
 # SIGUSR1 with -D NAME.stats=1 prints the summaries of the modules
 # that have the flag and nbdkit carries on: a storm of them during a
-# copy loses no data.  Bad values are refused with a message.
+# copy loses no data.  Bad values are refused with a message, and so
+# is a stats file that names the served file or a device node.
 . "$(dirname "$0")/functions.sh"
 require nbdcopy nbdinfo curl prometheus-node-exporter
 /usr/bin/python3 -c 'import prometheus_client' ||
@@ -56,6 +57,23 @@ start_fails plugin_baddir_exit 'gmblock:' "stats=$T/no/such/dir/x" 'No such file
     -- gmblock "$f" stats="$T/no/such/dir/x"
 start_fails cache_baddir_exit 'gmblock-cache:' "cache-stats=$T/no/such/dir/x" 'No such file' \
     -- --filter=gmblock-cache gmblock "$f" cache-stats="$T/no/such/dir/x"
+# The counters are renamed over what the path names: never the file
+# being served (its clients' writes went to the deleted old one and were
+# lost at exit), whichever module's option names it, nor a device node
+# (replaced by a regular file).  Neither may be touched.
+ino=$(stat -c %i "$T/disk.img")
+start_fails plugin_served 'gmblock:' "stats=$T/disk.img: that is the file being served" \
+    -- gmblock "$f" stats="$T/disk.img"
+start_fails cache_served 'gmblock-cache:' "cache-stats=$T/disk.img: that is the file being served" \
+    -- --filter=gmblock-cache gmblock "$f" cache-stats="$T/disk.img"
+[[ $(stat -c %i "$T/disk.img") == "$ino" ]] || fail "a refused stats= replaced the served file"
+mknod "$T/null" c 1 3
+start_fails plugin_node 'gmblock:' "stats=$T/null: not a regular file" 'name a new or regular file' \
+    -- gmblock "$f" stats="$T/null"
+[[ -c $T/null ]] || fail "a refused stats= replaced a device node"
+start_fails plugin_empty 'gmblock:' 'stats= is empty: expected a file path' -- gmblock "$f" stats=
+start_fails stripe_empty 'gmblock-stripe:' 'stripe-stats= is empty' -- --filter=gmblock-stripe gmblock "$f" stripe-stats=
+start_fails sysfs_empty 'gmblock:' 'sysfs.path= is empty' -- gmblock "$f" sysfs.path=
 
 # Every module checks its file before nbdkit forks: as a daemon, nbdkit
 # must exit non-zero (it returned 0 while the server died), and with

@@ -26,6 +26,7 @@ gm_config (const char *key, const char *value)
 
   if (strcmp (key, "file") == 0) {
     free (gm.file);
+    gm.file = NULL;
     if (*value == '\0') {
       nbdkit_error (GM_NAME ": file= is empty: expected the path of a file "
                     "or block device");
@@ -106,6 +107,12 @@ gm_config (const char *key, const char *value)
   }
   else if (strcmp (key, "sysfs.path") == 0) {
     free (gm.pci_path);
+    gm.pci_path = NULL;
+    if (*value == '\0') {
+      nbdkit_error (GM_NAME ": sysfs.path= is empty: expected the bus/pci "
+                    "folder of a sysfs tree, like /sys/bus/pci");
+      return -1;
+    }
     if ((gm.pci_path = nbdkit_absolute_path (value)) == NULL)
       return -1;
   }

@@ -1,6 +1,9 @@
 /* Unit tests for common/counters.c. */
+#include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -109,6 +112,48 @@ extra (FILE *fp, void *opaque)
   fprintf (fp, "%s 42\n", (const char *) opaque);
 }
 
+/* Prints more than the file may hold (RLIMIT_FSIZE: the first buffer's
+ * write fails, as on a full disk), then lifts the limit, as freed space
+ * would, and prints a last line, which fflush writes fine.
+ */
+static void
+overflow (FILE *fp, void *opaque)
+{
+  struct rlimit *saved = opaque;
+
+  for (int i = 0; i < 1000; i++)
+    fprintf (fp, "line %d of many\n", i);
+  setrlimit (RLIMIT_FSIZE, saved);
+  fprintf (fp, "the end\n");
+}
+
+/* A write that failed inside emit is an error, though the flush of what
+ * came after succeeds: the stream dropped the failed buffer, and the
+ * truncated file used to be renamed over the good one with success.
+ */
+static void
+check_lost_write_fails (void)
+{
+  char path[] = "/var/tmp/gmblock-counters-XXXXXX", buf[64];
+  struct rlimit saved, small = { 2048, 2048 };
+  int fd = mkstemp (path);
+
+  CHECK (fd >= 0);
+  close (fd);
+  CHECK (write_table (path, "good", 1, NULL, NULL) == 0);
+  CHECK (getrlimit (RLIMIT_FSIZE, &saved) == 0);
+  signal (SIGXFSZ, SIG_IGN);
+  small.rlim_max = saved.rlim_max;
+  CHECK (setrlimit (RLIMIT_FSIZE, &small) == 0);
+  errno = 0;
+  CHECK (gm_write_file_atomic (path, overflow, &saved) == -1);
+  CHECK (errno == EFBIG);
+  CHECK (setrlimit (RLIMIT_FSIZE, &saved) == 0);
+  /* The good file is still there, whole. */
+  CHECK (strcmp (slurp (path, buf, sizeof buf), "good.ops 400000\n") == 0);
+  unlink (path);
+}
+
 int
 main (void)
 {
@@ -138,6 +183,7 @@ main (void)
   unlink (path);
 
   check_no_symlink_follow ();
+  check_lost_write_fails ();
 
   /* An unwritable destination fails cleanly. */
   CHECK (write_table ("/nonexistent/dir/x", "t", 2, NULL, NULL) == -1);
