@@ -260,7 +260,9 @@ scan_pci (struct gm_topology *t, char *err, size_t errlen)
   for (d = pacc->devices; d; d = d->next)
     n++;
   t->fn = calloc (n ? n : 1, sizeof *t->fn);
-  if (t->fn == NULL) {
+  /* Every function could be under the file (24-drive arrays are common). */
+  t->storage = calloc (n ? n : 1, sizeof *t->storage);
+  if (t->fn == NULL || t->storage == NULL) {
     snprintf (err, errlen, "calloc: %s", strerror (errno));
     pci_cleanup (pacc);
     return -1;
@@ -312,8 +314,7 @@ add_storage (struct gm_topology *t, const char *bdf)
   if (t->fn[i].storage)
     return;
   t->fn[i].storage = true;
-  if (t->nstorage < GM_TOPO_MAX_STORAGE)
-    t->storage[t->nstorage++] = i;
+  t->storage[t->nstorage++] = i;  /* room for every function */
 }
 
 static void walk_block (struct gm_topology *t, const char *dir, int depth);
@@ -381,8 +382,15 @@ walk_block (struct gm_topology *t, const char *dir, int depth)
   /* The depth bounds a chain, the budget a tree whose members lead
    * back to it (slaves/ links in a sysfs.path= of symlinks).
    */
-  if (depth > MAX_DEPTH || ++t->walks > MAX_WALKS)
+  if (depth > MAX_DEPTH || ++t->walks > MAX_WALKS) {
+    if (!t->walk_cut)
+      append (t->storage_note, sizeof t->storage_note, "%sthe walk under "
+              "the file stopped at %s (more than %d layers or %d block "
+              "directories): the disks listed may not be all",
+              *t->storage_note ? "; " : "", name, MAX_DEPTH, MAX_WALKS);
+    t->walk_cut = true;
     return;
+  }
 
   /* A partition: its disk is the directory above. */
   snprintf (p, sizeof p, "%s/partition", dir);
@@ -563,8 +571,10 @@ void
 gm_topology_free (struct gm_topology *t)
 {
   free (t->fn);
+  free (t->storage);
   t->fn = NULL;
-  t->nfn = 0;
+  t->storage = NULL;
+  t->nfn = t->nstorage = 0;
 }
 
 /* ---- questions about the tree ---- */
@@ -625,6 +635,10 @@ gm_topology_auto_p2pmem (const struct gm_topology *t, char *why, size_t len)
   uint64_t best_avail = 0;
 
   *why = '\0';
+  if (t->walk_cut) {
+    snprintf (why, len, "%.400s", t->storage_note);
+    return -1;
+  }
   if (t->nstorage == 0) {
     snprintf (why, len, "no PCI storage device found behind the file%s%.400s",
               *t->storage_note ? ": " : "", t->storage_note);

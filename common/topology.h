@@ -59,7 +59,6 @@ struct gm_rdma_dev {
   int fn;                       /* PCI function, -1 when software */
 };
 
-#define GM_TOPO_MAX_STORAGE 16
 #define GM_TOPO_MAX_RDMA 16
 
 struct gm_topology {
@@ -71,9 +70,10 @@ struct gm_topology {
   char file[256];
   char chain[512];              /* "md0 <- nvme0n1 nvme1n1" */
   char storage_note[512];       /* why a layer has no PCI function */
-  int storage[GM_TOPO_MAX_STORAGE];
+  int *storage;                 /* one slot per function (nfn) */
   size_t nstorage;
   unsigned walks;               /* block directories visited (a budget) */
+  bool walk_cut;                /* the budget or the depth ran out */
   struct gm_rdma_dev rdma[GM_TOPO_MAX_RDMA];
   size_t nrdma;
   const char *p2pdma_kernel;    /* "yes", "no" or "unknown" */

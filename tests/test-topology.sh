@@ -68,6 +68,30 @@ expect "$T/sw.keys" \
     '^gmblock_path_0000:03:00.0_0000:00:07.0=host-bridge$' \
     '^gmblock_buffer_auto=0000:04:00.0$'
 
+info "an array of 17 functions: every one is checked (16 were, silently)"
+# md0 over mdA (16 NVMe functions behind the switch) and vda (behind the
+# host bridge): vda, the 17th, used to be dropped, and auto picked the
+# switch's CMB although vda cannot reach it.
+fake big switch
+R=$T/big
+D3=$R/devices/pci0000:00/0000:00:06.0/0000:01:00.0/0000:02:00.0
+mkdir -p "$R/devices/virtual/block/mdA/slaves"
+i=0
+for dv in 01 02; do for f in 0 1 2 3 4 5 6 7; do
+    b=0000:03:$dv.$f
+    cp -a "$D3/0000:03:00.0" "$D3/$b"; rm -rf "$D3/$b/nvme"; mkdir -p "$D3/$b/blk/sd$i"
+    ln -s "../../../devices/pci0000:00/0000:00:06.0/0000:01:00.0/0000:02:00.0/$b" "$R/bus/pci/devices/$b"
+    ln -s "../../../../pci0000:00/0000:00:06.0/0000:01:00.0/0000:02:00.0/$b/blk/sd$i" \
+        "$R/devices/virtual/block/mdA/slaves/sd$i"
+    i=$((i + 1))
+done; done
+rm "$R/devices/virtual/block/md0/slaves/nvme0n1p1"
+ln -s ../../mdA "$R/devices/virtual/block/md0/slaves/a-mdA"
+"$topo" -O sysfs.path="$R/bus/pci" --keys md0 >"$T/big.keys"
+n=$(sed -n 's/^gmblock_storage=//p' "$T/big.keys" | wc -w)
+[[ $n == 17 ]] || { cat "$T/big.keys" >&2; fail "big: $n storage functions listed, expected 17"; }
+expect "$T/big.keys" '^gmblock_storage=.*0000:00:04.0' '^gmblock_buffer_auto=none$'
+
 info "rootbus layout: the NVMe pair on the root bus (the kernel refuses P2P)"
 "$topo" -O sysfs.path="$T/rootbus/bus/pci" nvme0n1 >"$T/rb.txt"
 expect "$T/rb.txt" '0000:00:03.0 -> p2pmem 0000:00:04.0: host-bridge: P2P refused' \
@@ -123,6 +147,9 @@ timeout 20 "$topo" -O sysfs.path="$T/loop/bus/pci" md0 >"$T/loop.txt" ||
     fail "gmblock-topology on a tree that loops: exit $? (124: it did not end)"
 [[ $(wc -l <"$T/loop.txt") -lt 100 ]] || fail "gmblock-topology on a tree that loops: $(wc -l <"$T/loop.txt") lines"
 reject "$T/loop.txt" '16646144'
+# The cut walk says so, and auto will not pick from a partial list.
+expect "$T/loop.txt" 'note: .*the walk under the file stopped at md0 .*the disks listed may not be all' \
+    'buffer=p2pmem:auto would fail: .*the walk under the file stopped'
 long=$T/$(printf 'x%.0s' $(seq 300))
 bad 1 'sysfs.path=.*too long' -O sysfs.path="$long/bus/pci"
 
