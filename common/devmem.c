@@ -38,7 +38,7 @@ map_shared (struct gm_mem *m, const char *path, size_t len, const char *what,
   if (p == MAP_FAILED) {
     snprintf (err, errlen, "%s: mmap of %zu bytes of %s: %s%s", what, len,
               path, strerror (e),
-              e == EPERM || e == EINVAL ?
+              strcmp (what, "bar") == 0 && (e == EPERM || e == EINVAL) ?
               " (a BAR claimed by its driver maps only with the kernel "
               "option iomem=relaxed, or after unbinding the driver)" : "");
     errno = e;

@@ -33,9 +33,11 @@ static int
 map_hugetlb (struct gm_mem *m, size_t len)
 {
   size_t l = gm_round_up (len, HUGE_2M);
+  /* 2M pages named: without a size the system's default is used, which
+   * default_hugepagesz=1G makes 1G (the 2M pages reserved go unused). */
   void *p = mmap (NULL, l, PROT_READ | PROT_WRITE,
-                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE,
-                  -1, 0);
+                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | MAP_POPULATE |
+                  (21 << MAP_HUGE_SHIFT), -1, 0);
   if (p == MAP_FAILED)
     return -1;
   m->addr = m->map = p;
@@ -85,9 +87,10 @@ gm_mem_map (struct gm_mem *m, size_t len, enum gm_huge_mode mode,
   if (mode == GM_HUGE_ON) {
     int e = errno;
     snprintf (err, errlen,
-              "hugetlb pages required, but %zu bytes of them could not be "
-              "mapped (%s): reserve them with "
-              "'echo N > /proc/sys/vm/nr_hugepages', or set it to auto",
+              "hugetlb pages required, but %zu bytes of 2M ones could not "
+              "be mapped (%s): reserve them with 'echo N > "
+              "/sys/kernel/mm/hugepages/hugepages-2048kB/nr_hugepages', or "
+              "set it to auto",
               len, strerror (e));
     errno = e;
     return -1;

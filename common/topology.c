@@ -975,7 +975,8 @@ gm_parse_bdf (const char *s, size_t len, char *out, size_t outlen)
   /* Field widths: no digits beyond what a field holds (an unbounded %x
    * would read "100000000" into an unsigned and wrap it to 0).
    */
-  if (sscanf (tmp, "%4x:%2x:%2x.%1x%n", &d, &b, &dv, &f, &n) == 4 &&
+  /* Domains past ffff exist (Intel VMD puts its disks in 10000 and up). */
+  if (sscanf (tmp, "%5x:%2x:%2x.%1x%n", &d, &b, &dv, &f, &n) == 4 &&
       tmp[n] == '\0')
     ;
   else if (d = 0, n = 0,
@@ -984,7 +985,7 @@ gm_parse_bdf (const char *s, size_t len, char *out, size_t outlen)
     ;
   else
     return -1;
-  if (d > 0xffff || b > 0xff || dv > 0x1f || f > 7)
+  if (d > 0xfffff || b > 0xff || dv > 0x1f || f > 7)
     return -1;
   for (char *c = tmp; *c; c++)
     if (!isxdigit (*c) && *c != ':' && *c != '.')

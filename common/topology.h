@@ -10,10 +10,11 @@
  * from the same sysfs root.
  *
  * Peer-to-peer DMA between two functions works when the lowest bridge
- * they share is a switch port (or a conventional PCI bridge); when that
- * bridge is a root port, or they share none, the traffic crosses the
- * host bridge, which Linux allows only for a few whitelisted chipsets
- * and which is slow where it works (the thesis measured 380 -> 80 MB/s).
+ * they share is a switch port, a conventional PCI bridge or a root port
+ * (functions of one device behind it: Linux allows that too); when they
+ * share none, the traffic crosses the host bridge, which Linux allows
+ * only for a few whitelisted chipsets and which is slow where it works
+ * (the thesis measured 380 -> 80 MB/s).
  */
 #ifndef GMBLOCK_TOPOLOGY_H
 #define GMBLOCK_TOPOLOGY_H

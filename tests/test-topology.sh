@@ -196,6 +196,9 @@ start_fails badbdf 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N'
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem:zz:00.0
 start_fails widebdf 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N' -- \
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem:100000000:04:00.0
+# Domains past ffff exist (Intel VMD): parsed, then looked for.
+start_fails vmdbdf 'there is no PCI device 10000:e1:00.0' -- \
+    gmblock file="$T/disk.img" "$sp" buffer=p2pmem:10000:e1:00.0
 start_fails widebdf2 'expected host, p2pmem, p2pmem:auto, p2pmem:BDF or bar:BDF:N' -- \
     gmblock file="$T/disk.img" "$sp" buffer=p2pmem:004:00.0
 start_fails badkind 'expected host, p2pmem' -- \

@@ -115,7 +115,10 @@ setup_alignment (void)
     return -1;
   }
   gm.align = gm.geo.dio_known ? gm.geo.dio_offset_align : gm.geo.logical_block;
-  gm.mem_align = gm.geo.dio_known ? gm.geo.dio_mem_align : 512;
+  /* Unknown to statx (a block device before Linux 6.11): the queue's
+   * DMA alignment, which geometry.c read instead; 512 when neither. */
+  gm.mem_align = gm.geo.dio_known || gm.geo.dio_mem_align ?
+    gm.geo.dio_mem_align : 512;
   if (gm.align == 0)
     gm.align = 512;
   if (gm.mem_align == 0)
