@@ -181,7 +181,7 @@ stats_thread (void *arg)
 static int
 check_target (struct gm_stats_out *s)
 {
-  char *served = gm_registry_lookup (GM_REG_SERVED_FILE);
+  char *served;
   struct stat st, sv;
   bool same;
 
@@ -191,11 +191,11 @@ check_target (struct gm_stats_out *s)
     s->error ("%s: %s=%s: not a regular file (a device node, socket or "
               "FIFO): the counters would replace it; name a new or regular "
               "file", s->prefix, s->option, s->path);
-    free (served);
     return -1;
   }
   /* The name itself (lstat): renamed over, a symlink goes, not what
    * it points to. */
+  served = gm_registry_lookup (GM_REG_SERVED_FILE);
   same = served && stat (served, &sv) == 0 &&
     st.st_dev == sv.st_dev && st.st_ino == sv.st_ino;
   free (served);
