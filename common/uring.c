@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include "uring.h"
 
@@ -130,6 +131,76 @@ gm_uring_unqueue (struct gm_uring *u,
   }
 }
 
+unsigned gm_uring_reclaim_ms = 10000;
+
+/* Take the completions in the CQ, handing each to take (tag, result);
+ * returns how many were taken.  The CQ ring is mapped memory: reading it
+ * needs no system call, so this works on a ring whose wait failed.
+ */
+static unsigned
+take_cqes (struct gm_uring *u, void (*take) (uint64_t tag, int res, void *arg),
+           void *arg)
+{
+  struct io_uring_cqe *cqe;
+  unsigned head, n = 0;
+
+  io_uring_for_each_cqe (&u->ring, head, cqe) {
+    take (cqe->user_data, cqe->res, arg);
+    n++;
+  }
+  io_uring_cq_advance (&u->ring, n);
+  return n;
+}
+
+void
+gm_uring_reclaim (struct gm_uring *u, uint64_t cancel_tag, unsigned cancel_flags,
+                  void (*take) (uint64_t tag, int res, void *arg), void *arg,
+                  bool (*done) (void *arg))
+{
+  struct io_uring_sqe *sqe = io_uring_get_sqe (&u->ring);
+
+  /* Cancelled, a request that has not reached the disk ends at once; one
+   * that has (O_DIRECT block I/O cannot be cancelled) ends soon anyway.
+   * If the cancel cannot be submitted either, there is still the wait.
+   */
+  if (sqe) {
+    io_uring_prep_cancel64 (sqe, cancel_tag, cancel_flags);
+    io_uring_sqe_set_data64 (sqe, 0);
+    io_uring_submit (&u->ring);
+  }
+  for (unsigned ms = 0; ; ms++) {
+    take_cqes (u, take, arg);
+    if (done (arg) || ms >= gm_uring_reclaim_ms)
+      return;
+    /* Deferred completion work runs only when we enter the kernel. */
+    io_uring_get_events (&u->ring);
+    usleep (1000);
+  }
+}
+
+struct reclaim_one {
+  uint64_t tag;
+  bool found;
+  int res;
+};
+
+static void
+take_one (uint64_t tag, int res, void *arg)
+{
+  struct reclaim_one *o = arg;
+
+  if (tag == o->tag) {
+    o->found = true;
+    o->res = res;
+  }
+}
+
+static bool
+one_done (void *arg)
+{
+  return ((struct reclaim_one *) arg)->found;
+}
+
 /* Submit the one SQE the caller prepared and return exactly its result.
  *
  * Never return while that SQE is queued or in flight: its buffer is the
@@ -159,12 +230,24 @@ submit_one (struct gm_uring *u, struct io_uring_sqe *sqe)
       if (gm_uring_transient (r))
         continue;
       /* The ring itself failed (not a "not now"): our request may be in
-       * flight and its completion may never come.  Waiting could hang
-       * forever, so mark the ring dead: nothing is reaped from it again
-       * and every later request fails at once.
+       * flight and its completion may never come by this wait.  Mark the
+       * ring dead (every later request fails at once; the caller makes
+       * a new one), but get the request back first: its buffer is the
+       * caller's, who will reuse it.  Only if it is still in flight
+       * after gm_uring_reclaim_ms is it abandoned (u->lost): it may
+       * land later, and the caller must stop all I/O.
        */
+      struct reclaim_one o = { .tag = tag };
       u->dead = true;
-      return -EIO;
+      gm_uring_reclaim (u, tag, 0, take_one, &o, one_done);
+      if (!o.found) {
+        u->lost = true;
+        return -EIO;
+      }
+      /* Cancelled: it never ran, like a refused one (a syscall may do
+       * it); otherwise what it did. */
+      u->refused = o.res == -ECANCELED;
+      return o.res;
     }
     if (cqe->user_data == tag) {
       res = cqe->res;

@@ -25,7 +25,10 @@ struct gm_uring {
   char *fixed_base;             /* registered buffer 0, or NULL */
   size_t fixed_len;
   uint64_t seq;                 /* tags SQEs: a completion is known as ours */
-  bool dead;                    /* waiting failed: never reaped again */
+  bool dead;                    /* waiting failed: never used again */
+  bool lost;                    /* and a request was still in flight
+                                   after gm_uring_reclaim_ms: it may
+                                   still land in its buffer */
   bool refused;                 /* the last request failed unsubmitted:
                                    it never ran (a syscall may do it) */
 };
@@ -91,6 +94,19 @@ int gm_uring_fsync (struct gm_uring *u, int fd, bool datasync);
  * error that left some queued: see gm_uring_unqueue.
  */
 int gm_uring_submit_all (struct gm_uring *u, unsigned wait_nr);
+
+/* After a wait on u failed for good, with requests in flight: cancel
+ * them (io_uring_prep_cancel64 with cancel_tag and cancel_flags) and
+ * hand each completion in the CQ to take (its user_data and result),
+ * until done (arg) says all are back or gm_uring_reclaim_ms (10 s;
+ * tests shorten it) have passed.  The CQ is read from mapped memory, so
+ * this needs no working wait.
+ */
+extern unsigned gm_uring_reclaim_ms;
+void gm_uring_reclaim (struct gm_uring *u, uint64_t cancel_tag,
+                       unsigned cancel_flags,
+                       void (*take) (uint64_t tag, int res, void *arg),
+                       void *arg, bool (*done) (void *arg));
 
 /* Take back the SQEs the kernel has not read, after gm_uring_submit_all
  * failed: each becomes a no-op with user_data 0, whose completion is

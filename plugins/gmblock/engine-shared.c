@@ -85,19 +85,45 @@ finish (struct waiter *w, int res)
   pthread_cond_signal (&w->cond);
 }
 
+/* A completion found while reclaiming: a cancelled request never ran,
+ * so its owner does it with the plain call. */
+static void
+take_reclaimed (uint64_t data, int res, void *arg)
+{
+  struct waiter *w = (struct waiter *) (uintptr_t) data;
+
+  if (w == NULL)                /* the cancel's own, or a no-op's */
+    return;
+  w->refused = res == -ECANCELED;
+  finish (w, res);
+}
+
+static bool
+none_waiting (void *arg)
+{
+  return waiting == NULL;
+}
+
 /* The ring failed in a way that is not "not now": its completions may
- * never come, and waiting could hang forever.  Fail every waiter.  From
- * now on nothing is submitted to or reaped from the ring, so no waiter's
- * stack frame is ever touched after it returns.  Called with the lock.
+ * never come through a wait, which could hang forever.  It is never used
+ * again (requests go to the plain calls), but the requests in flight
+ * are got back first (cancelled, or their completions read from the CQ
+ * ring): their buffers are their owners', who will reuse them.  Only
+ * those still out after gm_uring_reclaim_ms may land later: then the
+ * plugin stops all I/O, and they fail.  The lock is held throughout, so
+ * no waiter's stack frame is touched after it returns.
  */
 static void
 ring_failed (int r)
 {
   dead = true;
   errno = -r;
-  nbdkit_error (GM_NAME ": the shared io_uring failed: %m: "
-                "every request on it fails from now on");
-  gm_failstop (GM_FAILSTOP_ALL, "the shared io_uring", -r);
+  nbdkit_error (GM_NAME ": the shared io_uring failed: %m: requests are "
+                "served with plain system calls from now on");
+  gm_uring_reclaim (ring, 0, IORING_ASYNC_CANCEL_ANY, take_reclaimed, NULL,
+                    none_waiting);
+  if (waiting)
+    gm_failstop (GM_FAILSTOP_ALL, "the shared io_uring", -r);
   while (waiting)
     finish (waiting, -EIO);
 }
@@ -177,10 +203,10 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
     submit_queued ();           /* the SQ is full: make room */
     sqe = io_uring_get_sqe (&ring->ring);
   }
-  if (dead || sqe == NULL) {
+  if (dead || sqe == NULL) {     /* a dead ring, or a full SQ */
     pthread_mutex_unlock (&lock);
     pthread_cond_destroy (&w.cond);
-    return dead ? -EIO : gm_sync_once (ctx, op, fd, buf, len, off, rwf);
+    return gm_sync_once (ctx, op, fd, buf, len, off, rwf);
   }
   gm_uring_prep_rw (ring, sqe, op, fd, buf, len, off, rwf);
   io_uring_sqe_set_data (sqe, &w);

@@ -62,8 +62,9 @@ static struct gm_uring *
 my_ring (void)
 {
   /* A ring that failed for good (common/uring.c marks it dead) is
-   * replaced.  The plugin is in fail-stop by then (lost_if_dead), but
-   * the thread keeps a working ring for extents and what follows.
+   * replaced.  If it lost a request the plugin is in fail-stop by then
+   * (lost_if_dead), but the thread keeps a working ring for extents and
+   * what follows.
    */
   if (thread_ring && thread_ring->dead) {
     nbdkit_error (GM_NAME ": this thread's io_uring failed: replacing it");
@@ -89,13 +90,15 @@ my_ring (void)
   return thread_ring;
 }
 
-/* A ring that died under a request lost track of its I/O, which may
- * still happen later: fail-stop (failstop.c), reads included.
+/* A ring that died under a request and could not get it back (cancel,
+ * completion) within gm_uring_reclaim_ms lost track of its I/O, which
+ * may still land later: fail-stop (failstop.c), reads included.  One
+ * that got it back returns its result; the ring is replaced.
  */
 static ssize_t
 lost_if_dead (struct gm_uring *u, ssize_t r)
 {
-  if (r < 0 && u->dead)
+  if (r < 0 && u->lost)
     gm_failstop (GM_FAILSTOP_ALL, "io_uring", (int) -r);
   return r;
 }

@@ -18,8 +18,9 @@
  * tells the two apart: its own fdatasync reports every write-back error
  * since it was opened, whoever took it on the main descriptor.
  *
- * An io_uring that fails while a request is in flight (common/uring.c
- * marks it dead) is worse: that request's I/O may still happen, later,
+ * An io_uring that fails while a request is in flight, and cannot get
+ * it back (cancelled, or its completion) within 10 s (common/uring.c
+ * marks it lost), is worse: that request's I/O may still happen, later,
  * into a buffer that has been reused.  Then reads are refused too.
  */
 #include <errno.h>

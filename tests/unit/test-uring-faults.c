@@ -73,6 +73,7 @@ enum submit_fault {
   SF_EINTR_SUBMITTED,   /* submit, then report an interrupted wait */
   SF_RES_EINTR,         /* submit and wait, then the op's result is -EINTR */
   SF_NO_WAIT,           /* submit only: the caller's wait_cqe then waits */
+  SF_NO_WAIT_THEN_REFUSED, /* that once, then refuse (a cancel after it) */
 };
 #define REFUSED_ERR (-ENOMEM)
 #define FOREVER (1 << 30)
@@ -105,6 +106,10 @@ __wrap_io_uring_submit_and_wait (struct io_uring *ring, unsigned wait_nr)
     return r < 0 ? r : -EINTR;
   case SF_NO_WAIT:
     return __real_io_uring_submit_and_wait (ring, 0);
+  case SF_NO_WAIT_THEN_REFUSED:
+    if (atomic_load (&submit_fault_times) == FOREVER - 1)
+      return __real_io_uring_submit_and_wait (ring, 0);
+    return REFUSED_ERR;
   default:                      /* SF_RES_EINTR */
     r = __real_io_uring_submit_and_wait (ring, wait_nr);
     if (r >= 0 && io_uring_peek_cqe (ring, &cqe) == 0)
@@ -354,6 +359,19 @@ shared_waiters (bool *lead)
   return n;
 }
 
+/* Until the shared ring is dead. */
+static void
+await_dead (void)
+{
+  bool d = false;
+  while (!d) {
+    pthread_mutex_lock (&lock);
+    d = dead;
+    pthread_mutex_unlock (&lock);
+    usleep (1000);
+  }
+}
+
 static void
 await_waiters (unsigned n)
 {
@@ -442,34 +460,101 @@ shared_refused (void)
   close (file);
 }
 
-/* A wait failure that is not "not now" (here EBADF): the request fails
- * with EIO instead of hanging, the ring is not used again, and later
- * requests fail at once.  Both engines.  Run last: the abandoned reads
- * stay armed on the pipe until the rings are torn down.
+/* A reader whose offset is -1 (the pipe's position), so that the plain
+ * preadv2 a cancelled request turns into works on a pipe too. */
+static void *
+shared_reader_pos (void *arg)
+{
+  struct reader *rd = arg;
+  rd->r = gm_shared_once (NULL, GM_READ, rd->fd, rd->buf, 5, (uint64_t) -1, 0);
+  atomic_store (&rd->done, true);
+  return NULL;
+}
+
+/* A wait failure that is not "not now" (here EBADF) while a read is in
+ * flight.  The ring is dead, but the read is got back before returning
+ * (cancelled: it never ran, so the plain call does it, as for a refused
+ * one), nothing is left in flight, and nothing stops: the plugin used to
+ * go to fail-stop for good, and the read stayed armed on the pipe, into
+ * a buffer already returned.
  */
 static void
 ring_dies (void)
 {
   struct gm_uring d;
-  struct reader rd = { 0 };
-  char a[8];
+  char a[8] = "";
+  int avail = 0;
 
   CHECK (gm_uring_init (&d, 8, GM_URING_SINGLE_ISSUER) == 0);
   inject_submit (SF_NO_WAIT, 1);
   inject_get_cqe (-EBADF, 1);
+  CHECK (gm_uring_rw (&d, GM_READ, pipefd[0], a, 5, 0, 0) == -ECANCELED);
+  CHECK (d.dead && d.refused && !d.lost);
+  /* Nothing is left to eat this: */
+  put (pipefd[1], "still");
+  usleep (10 * 1000);
+  CHECK (ioctl (pipefd[0], FIONREAD, &avail) == 0 && avail == 5);
+  CHECK (read (pipefd[0], a, 5) == 5 && memcmp (a, "still", 5) == 0);
   CHECK (gm_uring_rw (&d, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
-  CHECK (gm_uring_rw (&d, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
+  gm_uring_exit (&d);
+  inject_get_cqe (0, 0);
+}
+
+static void
+shared_ring_dies (void)
+{
+  struct reader rd = { .fd = pipefd[0], .r = -999 };
+  char b[8] = "";
+
+  CHECK (gm_shared_init () == 0);
+  inject_get_cqe (-EBADF, 1);
+  CHECK (pthread_create (&rd.t, NULL, shared_reader_pos, &rd) == 0);
+  await_dead ();
+  /* Cancelled, then done by preadv2, which waits for the data. */
+  put (pipefd[1], "plain");
+  pthread_join (rd.t, NULL);
+  CHECK (rd.r == 5 && memcmp (rd.buf, "plain", 5) == 0);
+  CHECK (failstop_level == GM_FAILSTOP_NONE);
+  /* Later requests: the plain calls. */
+  put (pipefd[1], "later");
+  CHECK (gm_shared_once (NULL, GM_READ, pipefd[0], b, 5, (uint64_t) -1, 0) == 5);
+  CHECK (memcmp (b, "later", 5) == 0);
+  inject_get_cqe (0, 0);
+  gm_shared_cleanup ();
+}
+
+/* The same, but the cancel cannot be submitted and the read never ends
+ * (nothing is written) within gm_uring_reclaim_ms: it is lost, may land
+ * later, so it fails and (the shared engine; the per-thread engine's
+ * caller, from u->lost) stops all I/O.  Both engines.  Run last: the
+ * abandoned reads stay armed on the pipe until the rings are torn down.
+ */
+static void
+ring_lost (void)
+{
+  struct gm_uring d;
+  struct reader rd = { 0 };
+  char a[8];
+
+  gm_uring_reclaim_ms = 100;
+  CHECK (gm_uring_init (&d, 8, GM_URING_SINGLE_ISSUER) == 0);
+  /* The read goes in; the second submission, the cancel, is refused. */
+  inject_submit (SF_NO_WAIT_THEN_REFUSED, FOREVER);
+  inject_get_cqe (-EBADF, 1);
+  CHECK (gm_uring_rw (&d, GM_READ, pipe2fd[0], a, 5, 0, 0) == -EIO);
+  CHECK (d.dead && d.lost);
+  inject_submit (SF_NONE, 0);
   gm_uring_exit (&d);
 
   CHECK (gm_shared_init () == 0);
   CHECK (failstop_level == GM_FAILSTOP_NONE);
+  inject_submit (SF_NO_WAIT_THEN_REFUSED, FOREVER);
   inject_get_cqe (-EBADF, 1);
-  start_reader (&rd, pipefd[0]);
+  start_reader (&rd, pipe2fd[0]);
   pthread_join (rd.t, NULL);
   CHECK (rd.r == -EIO);
-  /* Its read may still land: the plugin refuses all I/O from now on. */
   CHECK (failstop_level == GM_FAILSTOP_ALL);
-  CHECK (gm_shared_once (NULL, GM_READ, pipefd[0], a, 5, 0, 0) == -EIO);
+  inject_submit (SF_NONE, 0);
   inject_get_cqe (0, 0);
   gm_shared_cleanup ();
 }
@@ -487,7 +572,9 @@ static const struct {
   { "wait-fails", wait_fails },
   { "shared-wait-fails", shared_wait_fails },
   { "shared-refused", shared_refused },
-  { "ring-dies", ring_dies },   /* last: see there */
+  { "ring-dies", ring_dies },
+  { "shared-ring-dies", shared_ring_dies },
+  { "ring-lost", ring_lost },   /* last: see there */
 };
 
 int
