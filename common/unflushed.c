@@ -23,6 +23,7 @@ static uint64_t current;        /* the server instance now (0: none yet) */
 static bool multi_conn;         /* it offers multi-conn */
 static uint64_t acked;          /* acknowledgements numbered so far */
 static uint64_t mc_covered;     /* with multi-conn, FLUSHes covered to here */
+static uint64_t begun;          /* the newest NBD FLUSH came at this count */
 /* Closed connections' acknowledgements no FLUSH covered: in (lo, hi]. */
 static uint64_t orphan_lo = NONE, orphan_hi;
 static uint64_t seen;           /* losses up to this generation reported */
@@ -105,22 +106,40 @@ lowest_uncovered (void)
   return lo;
 }
 
+/* Acknowledgements in (lo, hi] go where a closed connection's go. */
+static void
+orphan_range (uint64_t lo, uint64_t hi)
+{
+  if (hi > lo) {
+    if (lo < orphan_lo)
+      orphan_lo = lo;
+    if (hi > orphan_hi)
+      orphan_hi = hi;
+  }
+}
+
+/* What u's FLUSHes cover starts afresh, at every acknowledgement so
+ * far; what they covered before is kept for replies that came before
+ * and are counted only now (gm_uf_acked).  Under lock.
+ */
+static void
+reset (struct gm_unflushed *u)
+{
+  u->reset_inst = current;
+  u->reset_covered = effective_covered (u->covered);
+  u->resets++;
+  u->covered = acked;
+}
+
 /* u's acknowledgements no FLUSH covered go where a closed
  * connection's go.  Under lock.
  */
 static void
 orphan (struct gm_unflushed *u)
 {
-  uint64_t c = effective_covered (u->covered);
-
-  if (u->hi > c) {
-    if (c < orphan_lo)
-      orphan_lo = c;
-    if (u->hi > orphan_hi)
-      orphan_hi = u->hi;
-  }
+  orphan_range (effective_covered (u->covered), u->hi);
   u->hi = 0;
-  u->covered = acked;
+  reset (u);
 }
 
 void
@@ -129,6 +148,7 @@ gm_uf_open (struct gm_unflushed *u)
   pthread_mutex_lock (&lock);
   u->hi = 0;
   u->covered = acked;           /* nothing of its own before it opened */
+  u->resets = 0;
   u->reported = seen;           /* losses no FLUSH reported are its too */
   u->next = all;
   all = u;
@@ -167,9 +187,9 @@ gm_uf_connected (struct gm_unflushed *u, uint64_t instance, bool mc)
       add_loss (lo, acked);
     }
     /* Nothing left to cover: all of it was flushed or is lost. */
-    mc_covered = acked;
     for (struct gm_unflushed *u = all; u; u = u->next)
-      u->covered = acked;
+      reset (u);
+    mc_covered = acked;
     orphan_lo = NONE;
     orphan_hi = 0;
   }
@@ -180,14 +200,56 @@ gm_uf_connected (struct gm_unflushed *u, uint64_t instance, bool mc)
 }
 
 void
-gm_uf_acked (struct gm_unflushed *u, uint64_t instance)
+gm_uf_reply (struct gm_unflushed *u, uint64_t instance, struct gm_uf_ack *a)
 {
   pthread_mutex_lock (&lock);
-  acked++;
-  if (instance == current)
-    u->hi = acked;
-  else
-    add_loss (acked - 1, acked);        /* from a process already replaced */
+  a->hi = ++acked;
+  if (instance != current)
+    a->late = true;
+  a->last = instance;
+  if (a->lo == 0) {
+    a->lo = a->hi;
+    a->instance = instance;
+    a->resets = u->resets;
+  }
+  pthread_mutex_unlock (&lock);
+}
+
+void
+gm_uf_acked (struct gm_unflushed *u, const struct gm_uf_ack *a)
+{
+  uint64_t n;
+  bool lost;
+
+  if (a->hi == 0)
+    return;                     /* no reply that counts (FUA) */
+  pthread_mutex_lock (&lock);
+  /* An NBD FLUSH that came after the first reply, before the client
+   * heard of the write, must not report its loss: then it is numbered
+   * again, after that FLUSH's mark. */
+  n = a->lo > begun ? a->hi : ++acked;
+  lost = a->late;               /* a reply from a process already gone */
+  if (a->instance == current && a->resets == u->resets) {
+    /* Nothing happened since the first reply: covered, or still to. */
+    if (a->hi > effective_covered (u->covered) && n > u->hi)
+      u->hi = n;
+  }
+  else if (a->resets + 1 == u->resets && a->instance == u->reset_inst &&
+           a->hi <= u->reset_covered)
+    ;                           /* a FLUSH covered it before the reset */
+  else if (a->instance == current)
+    /* Its connection was replaced by another to the same process
+     * (without multi-conn): u's FLUSHes no longer cover it. */
+    orphan_range (a->lo - 1, n);
+  else {
+    lost = true;                /* from a process replaced since */
+    if (a->last == current)
+      /* Its last pieces went to this one, on a connection of u's that
+       * may have been replaced since: as a closed one's. */
+      orphan_range (a->lo - 1, n);
+  }
+  if (lost)
+    add_loss (n - 1, n);
   pthread_mutex_unlock (&lock);
 }
 
@@ -221,7 +283,7 @@ void
 gm_uf_flush_begin (struct gm_unflushed *u, struct gm_uf_flush *f)
 {
   pthread_mutex_lock (&lock);
-  f->mark = acked;
+  f->mark = begun = acked;
   f->reported = u->reported;
   pthread_mutex_unlock (&lock);
 }

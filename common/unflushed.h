@@ -26,6 +26,10 @@
  *    FLUSH has reported yet (as Linux's errseq does for a new file
  *    descriptor), not the ones already reported.
  *
+ * Only writes acknowledged to the NBD client count: the pieces of a
+ * request the bridge split are numbered as their replies arrive, and
+ * counted once every piece succeeded (gm_uf_reply, gm_uf_acked).
+ *
  * Where writes interleave on several connections without multi-conn,
  * a loss may take in writes a FLUSH did cover: a FLUSH then fails that
  * could have succeeded, never the reverse.  One short lock for all of
@@ -43,6 +47,10 @@ struct gm_unflushed {
   uint64_t hi;                  /* its newest acknowledgement */
   uint64_t covered;             /* its own FLUSHes covered up to here */
   uint64_t reported;            /* losses up to this generation reported */
+  uint64_t resets;              /* times 'covered' was reset (reconnect
+                                 * without multi-conn, a new instance) */
+  uint64_t reset_inst;          /* the instance before the last reset */
+  uint64_t reset_covered;       /* what was covered before it */
 };
 
 /* A connection opens (before its first connect) and closes. */
@@ -54,15 +62,32 @@ void gm_uf_close (struct gm_unflushed *u);
  * Returns at most how many acknowledgements of the previous instance
  * that no FLUSH covered are lost now (0: none, or the same instance;
  * without multi-conn, or with late replies, the count may take in
- * some that were covered or counted before).
+ * some that were covered or counted before, and a write acknowledged
+ * to the client after a FLUSH came counts twice: gm_uf_acked).
  */
 uint64_t gm_uf_connected (struct gm_unflushed *u, uint64_t instance,
                           bool multi_conn);
 
-/* A write, trim or zero without FUA got a successful reply on u from
- * server instance 'instance'.
+/* A successful reply to a write, trim or zero without FUA, or to a
+ * piece of one the bridge split: numbered when it arrives, as that is
+ * its order against FLUSHes (gm_uf_reply), counted only when the whole
+ * NBD request is acknowledged to the client (gm_uf_acked).  A request
+ * that failed as a whole acknowledged nothing, whatever its pieces did,
+ * and a FLUSH need not answer for it.  The replies of one request are
+ * taken one at a time (their connection's lock), into one gm_uf_ack,
+ * zeroed before the first.
  */
-void gm_uf_acked (struct gm_unflushed *u, uint64_t instance);
+struct gm_uf_ack {
+  uint64_t lo, hi;              /* numbers of its first and last reply;
+                                 * hi 0: none */
+  uint64_t instance;            /* the first reply's server instance */
+  uint64_t last;                /* the newest reply's */
+  uint64_t resets;              /* u->resets at the first reply */
+  bool late;                    /* one came from a replaced instance */
+};
+void gm_uf_reply (struct gm_unflushed *u, uint64_t instance,
+                  struct gm_uf_ack *a);
+void gm_uf_acked (struct gm_unflushed *u, const struct gm_uf_ack *a);
 
 /* A FLUSH's SEND is about to be posted: the mark of what it covers.
  * Hand it back to gm_uf_flush_done, with the instance that answered,

@@ -265,6 +265,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
 {
   bool data = op == GM_RP_READ || op == GM_RP_WRITE;
   struct piece win[GM_RP_MAX_CREDITS];
+  struct gm_uf_ack ack = { 0 };
   unsigned head = 0, n = 0;
   int res = 0;
 
@@ -315,7 +316,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
       r.rkey = p->b.rkey;
       r.buf_len = len;
     }
-    e = conn_post (c, p->slot, &r);
+    e = conn_post (c, p->slot, &r, &ack);
     if (e != 0) {
       if (data)
         mem_put (&p->b);
@@ -333,6 +334,10 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     head = (head + 1) % GM_RP_MAX_CREDITS;
     n--;
   }
+  /* A write is acknowledged to the client only when every piece
+   * succeeded: else the pieces that did are no acknowledged writes. */
+  if (res == 0)
+    conn_acked (c, &ack);
   return res;
 }
 
@@ -569,7 +574,7 @@ extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
   r.addr = (uintptr_t) b.addr;
   r.rkey = b.rkey;
   r.buf_len = len;
-  e = conn_post (c, slot, &r);
+  e = conn_post (c, slot, &r, NULL);
   if (e == 0)
     e = conn_collect_count (c, slot, &n);
   if (e == 0 && gm_rp_check_extents (b.addr, n, &r, why, sizeof why) == -1) {

@@ -95,9 +95,12 @@ int conn_reserve (struct conn *c, bool wait);
 void conn_unreserve (struct conn *c, int slot);
 /* Send r on slot (its handle is set here).  0, or the slot is given
  * back and: a positive errno (refused locally), -1 (transport),
- * CONN_UNSERVED (dead after the server's goodbye).
+ * CONN_UNSERVED (dead after the server's goodbye).  ack (or NULL): a
+ * successful reply to a write, trim or zero without FUA is numbered
+ * into it (gm_uf_reply), for conn_acked.
  */
-int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
+int conn_post (struct conn *c, int slot, struct gm_rp_request *r,
+               struct gm_uf_ack *ack);
 /* What conn_reserve, conn_post and conn_collect return for a request
  * the server did not do because it shuts down (no reply before its
  * goodbye, an ESHUTDOWN reply, or not posted since): like -1, but safe
@@ -110,6 +113,11 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r);
 int conn_collect (struct conn *c, int slot);
 /* The same, with a BLOCK_STATUS reply's count of extents. */
 int conn_collect_count (struct conn *c, int slot, uint32_t *count);
+/* The NBD request whose pieces' replies are in ack is acknowledged to
+ * the client: only now do they count as writes a FLUSH must cover, or
+ * report lost (common/unflushed.h).
+ */
+void conn_acked (struct conn *c, const struct gm_uf_ack *ack);
 /* An NBD FLUSH came on c (begin), and was answered (lost: true when
  * it must fail, since writes acknowledged before it came died with a
  * restarted server; common/unflushed.h).

@@ -71,6 +71,7 @@ struct slot {
   uint32_t count;               /* BLOCK_STATUS: extents written */
   uint64_t handle;
   uint64_t flush_mark;          /* FLUSH: what it covers (gm_uf_flush_sent) */
+  struct gm_uf_ack *ack;        /* the request's replies that count */
 };
 
 struct conn {
@@ -649,8 +650,9 @@ take (struct conn *c, const struct ibv_wc *wc)
   else if (r.op == GM_RP_FLUSH)
     gm_uf_flush_done (&c->uf, s->flush_mark, c->rp.lim.instance);
   else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
-           && !(r.flags & GM_RP_FLAG_FUA))
-    gm_uf_acked (&c->uf, c->rp.lim.instance);
+           && !(r.flags & GM_RP_FLAG_FUA) && s->ack)
+    /* Counted once the whole request succeeded (conn_acked). */
+    gm_uf_reply (&c->uf, c->rp.lim.instance, s->ack);
   pthread_cond_signal (&s->done_cv);
   if (post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");
@@ -856,7 +858,8 @@ conn_unreserve (struct conn *c, int slot)
 }
 
 int
-conn_post (struct conn *c, int slot, struct gm_rp_request *r)
+conn_post (struct conn *c, int slot, struct gm_rp_request *r,
+           struct gm_uf_ack *ack)
 {
   struct slot *s = &c->slots[slot];
   uint8_t *m = req_buf (c, slot);
@@ -908,6 +911,7 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r)
   }
   COUNT (BC_REQUESTS, 1);
   s->handle = r->handle;
+  s->ack = ack;
   s->posted = true;
   pthread_mutex_unlock (&c->m);
   return 0;
@@ -943,6 +947,12 @@ conn_collect_count (struct conn *c, int slot, uint32_t *count)
   pthread_cond_broadcast (&c->free_cv);
   pthread_mutex_unlock (&c->m);
   return r;
+}
+
+void
+conn_acked (struct conn *c, const struct gm_uf_ack *ack)
+{
+  gm_uf_acked (&c->uf, ack);
 }
 
 void

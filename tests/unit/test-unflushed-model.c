@@ -29,15 +29,21 @@
 #define MAXW (NSTEPS << NFL)
 
 enum { S_OPEN, S_CLOSE, S_CONN_SAME, S_CONN_NEW, S_ACK, S_LATE_ACK,
-       S_F_BEGIN, S_F_SEND, S_F_OK, S_F_END, S_NOPS };
+       S_F_BEGIN, S_F_SEND, S_F_OK, S_F_END, S_PIECE, S_W_OK, S_W_FAIL,
+       S_NOPS };
 static const char *const op_name[S_NOPS] = {
   "open", "close", "connect-same", "connect-new", "ack", "late-ack",
-  "flush-begin", "flush-send", "flush-ok", "flush-end",
+  "flush-begin", "flush-send", "flush-ok", "flush-end", "piece",
+  "write-ok", "write-fail",
 };
-static const unsigned weight[S_NOPS] = { 6, 3, 4, 5, 25, 6, 14, 12, 10, 12 };
+static const unsigned weight[S_NOPS] = { 6, 3, 4, 5, 25, 6, 14, 12, 10, 12,
+                                         12, 4, 2 };
 
 /* One step: the operation, its connection slot, k: which FLUSH in
- * flight (modulo how many), or 1 << k late acknowledgements.  A step
+ * flight (modulo how many), or 1 << k late acknowledgements; piece:
+ * a reply to a piece of the connection's split write (k odd: from the
+ * previous instance), write-ok/write-fail: that write acknowledged to
+ * the NBD client, or failed (its pieces never count).  A step
  * that does not apply is skipped: any sub-list is a step list. */
 struct step { uint8_t op, slot, k; };
 
@@ -51,6 +57,11 @@ struct write {                  /* conn: its connection (an id per open) */
   int conn;                     /* at: when; epoch: conn's connects by then */
   uint64_t inst, at, epoch, lost_at;
   bool covered, lost;
+  bool pending, dropped;        /* a piece: its write not acknowledged yet,
+                                 * or failed */
+  bool extra;                   /* a piece after its write's first: the
+                                 * module's counts are of writes */
+  uint64_t arr;                 /* when its reply came (at, if no piece) */
 };
 struct report { int conn; uint64_t begin, end; };  /* ended returning true */
 struct nbd_flush {
@@ -65,12 +76,46 @@ struct slot {
   int id, nf;
   uint64_t opened, inst, epoch; /* inst: instance connected to, 0 none */
   struct nbd_flush fl[NFL];
+  struct gm_uf_ack ack;         /* its split write's pieces so far */
 };
+
+/* A write acknowledged with its one reply on u. */
+static void
+ack (struct gm_unflushed *u, uint64_t instance)
+{
+  struct gm_uf_ack w = { 0 };
+
+  gm_uf_reply (u, instance, &w);
+  gm_uf_acked (u, &w);
+}
+
+/* Counted by the module: acknowledged to the NBD client. */
+static bool
+counted (const struct write *w)
+{
+  return !w->pending && !w->dropped;
+}
+
 
 static struct write wr[MAXW];
 static struct report rep[NSTEPS];
 static int nwr, nrep;
 static struct slot slots[NSLOT];
+
+/* s's split write ends: acknowledged (ok) or failed. */
+static void
+end_write (struct slot *s, bool ok, uint64_t now)
+{
+  for (int j = 0; j < nwr; j++)
+    if (wr[j].pending && wr[j].conn == s->id) {
+      wr[j].pending = false;
+      wr[j].dropped = !ok;
+      wr[j].at = now;
+    }
+  if (ok)
+    gm_uf_acked (&s->u, &s->ack);
+  s->ack = (struct gm_uf_ack) { 0 };
+}
 
 /* Must the NBD FLUSH that began at 'begin' on s fail now? */
 static bool
@@ -80,7 +125,7 @@ model_must (const struct slot *s, uint64_t begin)
     const struct write *w = &wr[i];
     bool reported = false;
 
-    if (!w->lost || w->at >= begin)
+    if (!counted (w) || !w->lost || w->at >= begin)
       continue;
     for (int j = 0; j < nrep && !reported; j++)   /* to s, or to all */
       reported = rep[j].begin > w->at && rep[j].end > w->lost_at &&
@@ -133,6 +178,7 @@ run (const struct step *st, int n, bool mc, struct result *r)
       gm_uf_open (&s->u);
       break;
     case S_CLOSE:               /* its FLUSHes in flight fail below */
+      end_write (s, false, now);
       while (s->nf)
         end_flush (s, 0, now, i, r);
       gm_uf_close (&s->u);
@@ -143,8 +189,10 @@ run (const struct step *st, int n, bool mc, struct result *r)
       inst = cur == 0 || st[i].op == S_CONN_NEW ? cur + 1 : cur;
       if (inst != cur)          /* the old process died */
         for (int j = 0; j < nwr; j++)
-          if (!wr[j].covered && !wr[j].lost)
-            wr[j].lost = true, wr[j].lost_at = now, lost++;
+          if (!wr[j].covered && !wr[j].lost && !wr[j].dropped) {
+            wr[j].lost = true, wr[j].lost_at = now;
+            lost += counted (&wr[j]) && !wr[j].extra;
+          }
       cur = s->inst = inst;
       s->epoch++;
       for (int j = 0; j < s->nf; j++)   /* to be sent again */
@@ -157,16 +205,16 @@ run (const struct step *st, int n, bool mc, struct result *r)
       if (s->inst == 0)
         continue;
       wr[nwr++] = (struct write) { s->id, s->inst, now, s->epoch, now,
-                                   false, s->inst != cur };
-      gm_uf_acked (&s->u, s->inst);
+                                   false, s->inst != cur, .arr = now };
+      ack (&s->u, s->inst);
       break;
     case S_LATE_ACK:            /* 1, 2, 4 or 8 from the previous instance */
       if (cur < 2)
         continue;
       for (int j = 0; j < 1 << st[i].k; j++) {
         wr[nwr++] = (struct write) { s->id, cur - 1, now, s->epoch, now,
-                                     false, true };
-        gm_uf_acked (&s->u, cur - 1);
+                                     false, true, .arr = now };
+        ack (&s->u, cur - 1);
       }
       break;
     case S_F_BEGIN:
@@ -188,7 +236,8 @@ run (const struct step *st, int n, bool mc, struct result *r)
         continue;
       for (int j = 0; j < nwr; j++) {
         struct write *w = &wr[j];
-        if (!w->lost && w->inst == fl->inst && w->at < fl->sent &&
+        if (!w->lost && !w->dropped && w->inst == fl->inst &&
+            w->arr < fl->sent &&
             (mc || (w->conn == s->id && w->epoch == fl->epoch)))
           w->covered = true;
       }
@@ -200,9 +249,23 @@ run (const struct step *st, int n, bool mc, struct result *r)
         continue;
       end_flush (s, (int) (fl - s->fl), now, i, r);
       break;
+    case S_PIECE:               /* k odd: a late one, from the old instance */
+      inst = st[i].k & 1 ? cur - 1 : s->inst;
+      if (s->inst == 0 || inst == 0)
+        continue;
+      wr[nwr++] = (struct write) { s->id, inst, now, s->epoch, now, false,
+                                   inst != cur, true, false,
+                                   s->ack.hi != 0, now };
+      gm_uf_reply (&s->u, inst, &s->ack);
+      break;
+    case S_W_OK:
+    case S_W_FAIL:
+      end_write (s, st[i].op == S_W_OK, now);
+      break;
     }
     for (int j = 0; j < nwr; j++)
-      unc += !wr[j].covered && !wr[j].lost;
+      unc += counted (&wr[j]) && !wr[j].extra && !wr[j].covered &&
+             !wr[j].lost;
     if (gm_uf_uncovered () < unc)
       r->bound_bad++;
   }

@@ -10,6 +10,17 @@ static uint64_t inst = 0x100;   /* the server instance now */
 
 static struct gm_unflushed a, b, c, y;
 
+/* A write acknowledged to the NBD client on u: its one reply came
+ * from 'instance'. */
+static void
+ack (struct gm_unflushed *u, uint64_t instance)
+{
+  struct gm_uf_ack w = { 0 };
+
+  gm_uf_reply (u, instance, &w);
+  gm_uf_acked (u, &w);
+}
+
 /* The server restarts: a reaches the next instance. */
 static uint64_t
 restart (bool multi_conn)
@@ -64,10 +75,10 @@ main (void)
 
   /* Multi-conn: a FLUSH covers what any connection had acknowledged
    * before its SEND, not what came after. */
-  gm_uf_acked (&a, inst);
-  gm_uf_acked (&b, inst);
+  ack (&a, inst);
+  ack (&b, inst);
   mark = gm_uf_flush_sent ();
-  gm_uf_acked (&b, inst);
+  ack (&b, inst);
   gm_uf_flush_done (&a, mark, inst);
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
   /* The same instance again (a broken connection reconnected): nothing
@@ -81,8 +92,8 @@ main (void)
 
   /* A restart with writes uncovered: each connection's next FLUSH
    * fails, once; the one after covers what came since. */
-  gm_uf_acked (&a, inst);
-  gm_uf_acked (&b, inst);
+  ack (&a, inst);
+  ack (&b, inst);
   CHECK_EQ_U64 (restart (true), 2);
   CHECK (flush_fails (&a));
   CHECK (!flush_fails (&a));
@@ -93,9 +104,9 @@ main (void)
    * acknowledged, F1 comes, W2 acknowledged after, the server dies, F1
    * is retried on the new instance and succeeds there.  F1 fails, and
    * so does F2, which came after W2; F3 does not. */
-  gm_uf_acked (&a, inst);                       /* W1 */
+  ack (&a, inst);                       /* W1 */
   gm_uf_flush_begin (&a, &f1);                  /* F1 comes */
-  gm_uf_acked (&a, inst);                       /* W2 */
+  ack (&a, inst);                       /* W2 */
   CHECK_EQ_U64 (restart (true), 2);
   gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);     /* F1 retried */
   CHECK (gm_uf_flush_end (&a, &f1));
@@ -106,10 +117,10 @@ main (void)
   /* F1's reply from the old instance came first: it covered W1, and
    * succeeds though the server dies before F1 ends; F2 covers W2, which
    * came after F1 and died: it fails. */
-  gm_uf_acked (&a, inst);                       /* W1 */
+  ack (&a, inst);                       /* W1 */
   gm_uf_flush_begin (&a, &f1);
   mark = gm_uf_flush_sent ();
-  gm_uf_acked (&a, inst);                       /* W2 */
+  ack (&a, inst);                       /* W2 */
   gm_uf_flush_done (&a, mark, inst);
   CHECK_EQ_U64 (restart (true), 1);
   CHECK (!gm_uf_flush_end (&a, &f1));
@@ -118,7 +129,7 @@ main (void)
 
   /* Two NBD FLUSHes in flight together when the server dies: both
    * fail, not only the first to end. */
-  gm_uf_acked (&a, inst);
+  ack (&a, inst);
   gm_uf_flush_begin (&a, &f1);
   gm_uf_flush_begin (&a, &f2);
   CHECK_EQ_U64 (restart (true), 1);
@@ -129,7 +140,7 @@ main (void)
 
   /* A reply from the replaced instance still in flight: that write
    * died with it, counted at once. */
-  gm_uf_acked (&a, inst - 1);
+  ack (&a, inst - 1);
   CHECK_EQ_U64 (gm_uf_uncovered (), 0);
   CHECK (flush_fails (&a));
   CHECK (flush_fails (&b));
@@ -138,7 +149,7 @@ main (void)
    * c writes and closes, the server restarts, a READ on b notices (no
    * FLUSH reports it), then y opens: y's FLUSH fails. */
   gm_uf_open (&c);
-  gm_uf_acked (&c, inst);
+  ack (&c, inst);
   gm_uf_close (&c);
   CHECK_EQ_U64 (restart (true), 1);
   gm_uf_open (&y);
@@ -153,7 +164,7 @@ main (void)
   /* With multi-conn a FLUSH on another connection covers a closed
    * one's writes: a restart then loses nothing. */
   gm_uf_open (&c);
-  gm_uf_acked (&c, inst);
+  ack (&c, inst);
   gm_uf_close (&c);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (restart (true), 0);
@@ -163,7 +174,7 @@ main (void)
    * connection's writes, so b's write, uncovered, dies with the server
    * though a FLUSH on a succeeded after it. */
   CHECK_EQ_U64 (gm_uf_connected (&a, inst, false), 0);
-  gm_uf_acked (&b, inst);
+  ack (&b, inst);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
   CHECK (restart (false) >= 1);
@@ -172,14 +183,14 @@ main (void)
    * FLUSH that could have succeeded fails, never the reverse). */
   CHECK (flush_fails (&a) && flush_fails (&y));
   /* Its own FLUSH covers it. */
-  gm_uf_acked (&b, inst);
+  ack (&b, inst);
   CHECK (!flush_fails (&b));
   CHECK_EQ_U64 (gm_uf_uncovered (), 0);
   CHECK_EQ_U64 (restart (false), 0);
   /* A closed connection's writes, without multi-conn: nobody can cover
    * them any more; a restart loses them. */
   gm_uf_open (&c);
-  gm_uf_acked (&c, inst);
+  ack (&c, inst);
   gm_uf_close (&c);
   CHECK (!flush_fails (&a) && !flush_fails (&b) && !flush_fails (&y));
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
@@ -193,8 +204,8 @@ main (void)
    * FLUSH reported that, and a's next FLUSH, must fail. */
   settle ();
   CHECK_EQ_U64 (restart (true), 0);
-  gm_uf_acked (&a, inst);                       /* W */
-  gm_uf_acked (&b, inst - 1);                   /* late */
+  ack (&a, inst);                       /* W */
+  ack (&b, inst - 1);                   /* late */
   CHECK (flush_fails_below (&a));
   CHECK (restart (true) >= 1);
   gm_uf_close (&y);
@@ -204,12 +215,12 @@ main (void)
   /* (2) A FLUSH comes after W; a late reply and a restart; then 31
    * more late replies merge the oldest losses: the FLUSH still fails. */
   settle ();
-  gm_uf_acked (&a, inst);                       /* W */
+  ack (&a, inst);                       /* W */
   gm_uf_flush_begin (&a, &f1);
-  gm_uf_acked (&b, inst - 1);
+  ack (&b, inst - 1);
   CHECK (restart (true) >= 1);
   for (int i = 0; i < 31; i++)
-    gm_uf_acked (&b, inst - 1);
+    ack (&b, inst - 1);
   gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);
   CHECK (gm_uf_flush_end (&a, &f1));
   /* (3) Without multi-conn, a loss is a range from the lowest write
@@ -219,10 +230,10 @@ main (void)
    * FLUSH must fail for b's write. */
   settle ();
   CHECK_EQ_U64 (restart (false), 0);
-  gm_uf_acked (&b, inst - 1);                   /* late: lost */
+  ack (&b, inst - 1);                   /* late: lost */
   CHECK (flush_fails (&a));
   gm_uf_flush_begin (&a, &f1);
-  gm_uf_acked (&b, inst);                       /* after the FLUSH came */
+  ack (&b, inst);                       /* after the FLUSH came */
   CHECK (restart (false) >= 1);
   gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);
   CHECK (gm_uf_flush_end (&a, &f1));
@@ -232,7 +243,7 @@ main (void)
    * connection on the server: its FLUSH does not cover the old one's
    * writes, and a restart then loses them. */
   settle ();
-  gm_uf_acked (&a, inst);
+  ack (&a, inst);
   CHECK_EQ_U64 (gm_uf_connected (&a, inst, false), 0);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
@@ -241,14 +252,91 @@ main (void)
   /* With multi-conn it does cover them. */
   settle ();
   CHECK_EQ_U64 (restart (true), 0);
-  gm_uf_acked (&a, inst);
+  ack (&a, inst);
   CHECK_EQ_U64 (gm_uf_connected (&a, inst, true), 0);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (gm_uf_uncovered (), 0);
 
+  /* A split write (the bridge's pieces): its replies count only once
+   * the whole write is acknowledged to the NBD client.  Two pieces
+   * answered, a third failed: the client got an error, so a restart
+   * loses nothing it must hear of, and no FLUSH fails. */
+  settle ();
+  CHECK_EQ_U64 (restart (true), 0);
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_reply (&a, inst, &w);
+  }
+  CHECK_EQ_U64 (gm_uf_uncovered (), 0);
+  CHECK_EQ_U64 (restart (true), 0);
+  CHECK (!flush_fails (&a) && !flush_fails (&b) && !flush_fails (&y));
+  /* All its pieces answered: acknowledged, lost with the server. */
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_acked (&a, &w);
+  }
+  CHECK_EQ_U64 (gm_uf_uncovered (), 2);
+  CHECK (restart (true) >= 1);
+  CHECK (flush_fails (&a) && flush_fails (&b));
+  settle ();
+  /* The replies came before a goodbye that said FLUSHED, the client
+   * hears of the write only after the restart: nothing lost. */
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);   /* the goodbye */
+    CHECK_EQ_U64 (restart (true), 0);
+    gm_uf_acked (&a, &w);
+  }
+  CHECK (!flush_fails (&a) && !flush_fails (&b));
+  /* The replies came, the server died with them unflushed, then the
+   * client heard of the write: a FLUSH that came before that need not
+   * fail, the next one on every connection must. */
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    CHECK_EQ_U64 (restart (true), 0);
+    gm_uf_flush_begin (&a, &f1);
+    gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);
+    gm_uf_reply (&a, inst, &w);         /* a piece on the new instance */
+    gm_uf_acked (&a, &w);
+    CHECK (!gm_uf_flush_end (&a, &f1));
+  }
+  CHECK (flush_fails (&a));
+  CHECK (!flush_fails (&a));
+  CHECK (flush_fails (&b));
+  /* Without multi-conn its connection is replaced mid-write by another
+   * to the same process: a FLUSH on the new one does not cover the
+   * first piece, so a restart loses it. */
+  settle ();
+  CHECK_EQ_U64 (gm_uf_connected (&a, inst, false), 0);
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    CHECK_EQ_U64 (gm_uf_connected (&a, inst, false), 0);
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_acked (&a, &w);
+  }
+  CHECK (!flush_fails (&a));
+  CHECK (gm_uf_uncovered () >= 1);
+  CHECK (restart (false) >= 1);
+  CHECK (flush_fails (&a));
+  /* A FUA write: no reply that counts, nothing to do. */
+  settle ();
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_acked (&a, &w);
+  }
+  CHECK_EQ_U64 (gm_uf_uncovered (), 0);
+  CHECK_EQ_U64 (restart (true), 0);
+
   /* Many restarts: the oldest losses merge, none is forgotten. */
   for (int i = 0; i < 40; i++) {
-    gm_uf_acked (&a, inst);
+    ack (&a, inst);
     CHECK_EQ_U64 (restart (true), 1);
   }
   CHECK (flush_fails (&a));

@@ -43,6 +43,11 @@
 # (4M ones too, split into four by the bridge) that was acknowledged
 # reads back and is on the disk, the failed ones get EIO, nbdcopy exits
 # non-zero; the connection lives on (error replies, no transport error).
+# (3c) A 4M write split into pieces by the bridge, some of them failed
+# by that error filter, the others done by the server: the client got
+# EIO, nothing was acknowledged to it, so after a kill -9 and a restart
+# of the server the next FLUSH succeeds (the bridge counted the done
+# pieces as acknowledged writes and failed it: a false EIO).
 # (4) A plugin that serialises requests (--filter=noparallel): the
 # filter's serial path (one worker, READs not split), two writers at
 # depth 16 at once, a flush, every byte back over RDMA and on the disk.
@@ -116,6 +121,14 @@ def flush_fails(h, disk, data, what):
         return
     sys.exit("%s: the FLUSH succeeded (%d of 16 writes on the disk)" %
              (what, len(on_disk(disk, range(16), data))))
+
+def restarted(run):
+    # Tell the shell (RUN/written), wait until it restarted the server.
+    open(run + "/written", "w").close()
+    for _ in range(600):
+        if os.path.exists(run + "/restarted"): return
+        time.sleep(0.1)
+    sys.exit("the server was not restarted")
 
 def reap(pid):
     while True:
@@ -234,12 +247,7 @@ elif mode == "lost":
     # old server (B learns it from the new instance in the welcome).
     uri, disk, run = args
     b, h, data = idle_and_put16(uri, disk)
-    open(run + "/written", "w").close()
-    for _ in range(600):
-        if os.path.exists(run + "/restarted"): break
-        time.sleep(0.1)
-    else:
-        sys.exit("the server was not restarted")
+    restarted(run)
     flush_fails(b, disk, data, "another connection's acknowledged writes "
                 "died with the server")
     flush_fails(h, disk, data, "the server died with acknowledged writes")
@@ -346,6 +354,42 @@ elif mode == "errors":
         if os.preadv(fd, [memoryview(buf)[:n]], off) != n or buf[:n] != data[j]:
             sys.exit("an acknowledged write at %d is not on the disk" % off)
     print("every acknowledged write reads back and is on the disk")
+
+elif mode == "splitfail":
+    # splitfail URI DISK RUN: half the server's pwrites fail.  4M writes
+    # (split into pieces by the bridge), each one acknowledged flushed
+    # at once, until one fails with some of its pieces written: no
+    # write acknowledged to the client is unflushed then.  RUN/written
+    # tells the shell, which kills the server -9 and restarts it
+    # (RUN/restarted): the next FLUSH must succeed.
+    uri, disk, run = args
+    h = connect(uri)
+    h.flush()
+    BIG, PART = 4 << 20, 256 << 10
+    for k in range(40):
+        off, data = (k % 4) * BIG, random.randbytes(BIG)
+        try:
+            h.pwrite(data, off)
+            h.flush()
+            continue
+        except nbd.Error:
+            pass
+        got = h.pread(BIG, off)         # reads do not fail
+        landed = sum(got[p:p + PART] == data[p:p + PART]
+                     for p in range(0, BIG, PART))
+        if landed:
+            break
+    else:
+        sys.exit("no 4M write failed with some of its pieces done in 40 tries")
+    print("write %d failed with EIO, %d KiB of it written; kill -9" %
+          (k, landed * PART >> 10))
+    restarted(run)
+    try:
+        h.flush()
+    except nbd.Error as e:
+        sys.exit("the FLUSH after the restart failed, though no write "
+                 "acknowledged to the client was unflushed: %s" % e)
+    print("the FLUSH after the restart succeeds")
 
 elif mode == "fill":
     # fill URI FILE OFFSET: write FILE at OFFSET, 256K requests, 16 in
@@ -506,6 +550,23 @@ counter_above err_split_reads "$(rdma_counter err.rdma-stats split_reads)" 0 "co
 stop br
 echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
 counter_above br_error_replies "$(rdma_counter br.stats error_replies)" 0 "the failed writes came back as error replies"
+
+step "(3c) a split write partly failed, the server killed -9 and restarted: the next FLUSH succeeds"
+err_args=(--filter=gmblock-rdma --filter=error -- rdma=10.77.0.1
+    error-pwrite=EIO error-pwrite-rate=50%)
+serve err 10809 /dev/vdb "${err_args[@]}"
+bridge br 10.77.0.1
+rm -f "$LAB_RUN/written" "$LAB_RUN/restarted"
+dpy splitfail "$br_uri" /dev/vdb "$LAB_RUN" &
+split=$!
+await_file "$LAB_RUN/written" $split 60 "the writer of (3c) got no partly failed split write"
+stop err KILL
+serve err 10809 /dev/vdb "${err_args[@]}"
+touch "$LAB_RUN/restarted"
+wait $split || fail "(3c) failed: see scenario.log"
+stop err
+stop br
+[ "$(rdma_counter br.stats lost_write_flushes)" = 0 ] || fail "(3c) a FLUSH failed for a write the client never had acknowledged"
 
 # ---- (4) a serialising plugin: the filter's serial path
 # Another disk behind another server process: a bridge of its own (the
