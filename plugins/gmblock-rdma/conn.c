@@ -13,7 +13,9 @@
  * event, a malformed reply, a liveness probe unanswered: see probe ()),
  * the thread first moves the QP to the error state, so the
  * server can no longer reach our buffers, then fails every request in
- * flight with EIO and ends.  The next request with nothing in flight
+ * flight with EIO and ends.  On a DISCONNECTED event it first takes
+ * what came before it (drain ()): the server's goodbye, which says
+ * the requests still in flight were not served.  The next request with nothing in flight
  * reconnects once the others have collected their slots; the limits
  * must not change across a reconnect.
  *
@@ -53,6 +55,7 @@
 #define PROBE_S 10               /* requests in flight, no completion: probe */
 #define SILENCE_S 60             /* a probe unanswered that long: broken */
 #define LEAVE_S 10               /* an ESHUTDOWN reply, no goodbye: post again */
+#define DRAIN_MS 2000            /* a disconnect: the completions before it */
 #define WR_SEND 0
 #define WR_PROBE 2
 #define WR_RECV 1                /* + receive buffer index << 1 */
@@ -60,6 +63,10 @@
  * credits, so the goodbye always finds one (docs/rdma-protocol.md). */
 #define RECV_SIZE GM_RP_GOODBYE_SIZE
 #define NRECV (opt_credits + 1)
+/* Requests are signaled one in opt_credits (conn_post): up to that many
+ * unsignaled ones wait for a signaled one to retire them, behind at
+ * most opt_credits in flight, + the goodbye, the probe. */
+#define NSEND (2 * opt_credits + 2)
 _Static_assert (GM_RP_GOODBYE_SIZE > GM_RP_REPLY_SIZE, "a goodbye is no reply");
 
 struct slot {
@@ -91,6 +98,8 @@ struct conn {
   unsigned nslots;              /* credits granted */
   unsigned busy;                /* slots reserved */
   bool dead;                    /* broken: reconnect first */
+  bool qp_err;                  /* the QP was moved to the error state */
+  bool draining;                /* disconnected: taking what came before */
   bool connecting;
   bool ever;                    /* was connected once */
   bool refused;                 /* the server answered with a refusal */
@@ -281,8 +290,8 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
     return -1;
   }
   c->cc = ibv_create_comp_channel (v);
-  c->cq = c->cc ? ibv_create_cq (v, opt_credits + NRECV + 2, c, c->cc, 0)
-    : NULL;
+  /* Room for every work request: in the error state all complete. */
+  c->cq = c->cc ? ibv_create_cq (v, NSEND + NRECV, c, c->cc, 0) : NULL;
   c->msg_mr = ibv_reg_mr (mem_pd (), c->msgs, msgs_size (),
                           IBV_ACCESS_LOCAL_WRITE);
   if (c->cq == NULL || c->msg_mr == NULL) {
@@ -295,10 +304,7 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
   memset (&qa, 0, sizeof qa);
   qa.send_cq = qa.recv_cq = c->cq;
   qa.qp_type = IBV_QPT_RC;
-  /* Requests are signaled one in opt_credits (conn_post): up to that
-   * many unsignaled ones wait for a signaled one to retire them, behind
-   * at most opt_credits in flight, + the goodbye. */
-  qa.cap.max_send_wr = 2 * opt_credits + 2; /* + goodbye, probe */
+  qa.cap.max_send_wr = NSEND;
   qa.cap.max_recv_wr = NRECV;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   if (rdma_create_qp (c->id, mem_pd (), &qa)) {
@@ -399,6 +405,7 @@ connect_server (struct conn *c)
   pthread_mutex_lock (&c->m);
   c->nslots = c->rp.lim.credits;
   c->dead = false;
+  c->qp_err = false;
   c->server_left = false;
   c->leaving = false;
   c->probing = false;
@@ -504,7 +511,7 @@ conn_close (struct conn *c)
                               .opcode = IBV_WR_SEND }, *bad;
     char why[128];
     pthread_mutex_lock (&c->m);
-    if (!c->dead && gm_rp_conn_credits_free (&c->rp) &&
+    if (!c->dead && !c->qp_err && gm_rp_conn_credits_free (&c->rp) &&
         gm_rp_conn_request_begin (&c->rp, &r, why, sizeof why) == 0) {
       gm_rp_encode_request (&r, m);
       c->closing = true;
@@ -525,26 +532,22 @@ conn_close (struct conn *c)
 
 /* ---- The completion thread. */
 
-/* The connection broke: shut the server out of our buffers (QP to the
- * error state: its RDMA to us fails from now on), then fail every
- * request in flight.  Called with c->m held.
+/* Shut the server out of our buffers: the QP to the error state (its
+ * RDMA to us fails from now on, and every work request still posted
+ * completes, flushed).  Once.  Called with c->m held.
  */
 static void
-broken (struct conn *c, const char *why)
+qp_error (struct conn *c)
 {
   struct ibv_qp_attr a = { .qp_state = IBV_QPS_ERR };
   int e;
 
-  if (c->dead)
+  if (c->qp_err)
     return;
-  if (c->closing || c->server_left)
-    nbdkit_debug (NAME ": %s:%s: closed: %s", server.host, server.port, why);
-  else
-    nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
-                  server.port, why);
+  c->qp_err = true;
   e = ibv_modify_qp (c->id->qp, &a, IBV_QP_STATE);
   if (e) {
-    /* Requests' buffers go back to the pool below; the server must not
+    /* Requests' buffers go back to the pool soon; the server must not
      * reach them any more: a disconnect moves the QP to error too. */
     nbdkit_error (NAME ": %s:%s: cannot move the queue pair to the error "
                   "state: %s; disconnecting", server.host, server.port,
@@ -553,6 +556,23 @@ broken (struct conn *c, const char *why)
       nbdkit_error (NAME ": %s:%s: rdma_disconnect: %m", server.host,
                     server.port);
   }
+}
+
+/* The connection broke: shut the server out of our buffers, then fail
+ * every request in flight.  Once; a later call does nothing.  Called
+ * with c->m held.
+ */
+static void
+broken (struct conn *c, const char *why)
+{
+  if (c->dead)
+    return;
+  if (c->closing || c->server_left)
+    nbdkit_debug (NAME ": %s:%s: closed: %s", server.host, server.port, why);
+  else
+    nbdkit_error (NAME ": %s:%s: connection broken: %s", server.host,
+                  server.port, why);
+  qp_error (c);
   c->dead = true;
   if (!c->closing && !c->server_left)
     nbdkit_debug (NAME ": up to %" PRIu64 " writes acknowledged and not flushed "
@@ -610,6 +630,11 @@ take (struct conn *c, const struct ibv_wc *wc)
   struct slot *s;
 
   if (wc->status != IBV_WC_SUCCESS) {
+    /* Draining, the QP in error: work requests complete flushed.  A
+     * receive's ends the drain (receives complete in order: every
+     * message that came is behind us); a send's tells nothing. */
+    if (c->draining)
+      return !(wc->wr_id & WR_RECV);
     broken (c, wc->wr_id == WR_PROBE ? "the server does not answer a "
             "liveness probe" : ibv_wc_status_str (wc->status));
     return false;
@@ -654,7 +679,7 @@ take (struct conn *c, const struct ibv_wc *wc)
     /* Counted once the whole request succeeded (conn_acked). */
     gm_uf_reply (&c->uf, c->rp.lim.instance, s->ack);
   pthread_cond_signal (&s->done_cv);
-  if (post_recv (c, i) == -1) {
+  if (!c->qp_err && post_recv (c, i) == -1) {
     broken (c, "ibv_post_recv failed");
     return false;
   }
@@ -681,6 +706,55 @@ probe (struct conn *c)
   c->probe_sent = now ();
   COUNT (BC_PROBES, 1);
   return 0;
+}
+
+/* The server disconnected.  Its goodbye, if it sent one, came first
+ * (the server waits for the SEND's completion, then disconnects), but
+ * the CM event travels apart from the CQ and may be read before the
+ * goodbye's completion shows.  With the QP in the error state every
+ * receive still posted completes, flushed, and a QP's receives complete
+ * in order: the goodbye, and every reply that came, land before the
+ * first flushed receive.  So take completions until that one (or the
+ * goodbye, or a protocol error, ends the connection), DRAIN_MS at
+ * most.  Called with c->m held, let go while waiting (conn_post waits
+ * for the drain's end: nothing is posted meanwhile).
+ */
+static void
+drain (struct conn *c)
+{
+  struct pollfd stop = { .fd = c->stop_fd, .events = POLLIN };
+  struct timespec t0, t;
+  struct ibv_wc wc[16];
+  bool more = true;
+
+  qp_error (c);
+  c->draining = true;
+  clock_gettime (CLOCK_MONOTONIC, &t0);
+  while (more) {
+    int n = ibv_poll_cq (c->cq, 16, wc);
+
+    if (n < 0)
+      break;
+    for (int i = 0; i < n && more; i++)
+      more = take (c, &wc[i]);
+    if (n > 0 || !more)
+      continue;
+    clock_gettime (CLOCK_MONOTONIC, &t);
+    if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000
+        >= DRAIN_MS) {
+      /* Requests in flight fail (EIO), a goodbye may be missed. */
+      nbdkit_error (NAME ": %s:%s: no flushed receive within %d ms of the "
+                    "disconnect", server.host, server.port, DRAIN_MS);
+      break;
+    }
+    pthread_mutex_unlock (&c->m);
+    n = poll (&stop, 1, 1);     /* teardown: stop at once */
+    pthread_mutex_lock (&c->m);
+    if (n > 0)
+      break;
+  }
+  c->draining = false;
+  pthread_cond_broadcast (&c->free_cv);   /* conn_post waits */
 }
 
 static void *
@@ -733,10 +807,8 @@ completion_thread (void *arg)
       if (t == RDMA_CM_EVENT_DISCONNECTED || t == RDMA_CM_EVENT_DEVICE_REMOVAL) {
         pthread_mutex_lock (&c->m);
         /* What came before the disconnect first: the server's goodbye
-         * may still wait in the queue (then take ends the connection). */
-        for (bool ok = true; ok && (n = ibv_poll_cq (c->cq, 16, wc)) > 0; )
-          for (int i = 0; i < n && ok; i++)
-            ok = take (c, &wc[i]);
+         * (then take ends the connection: broken does nothing more). */
+        drain (c);
         broken (c, rdma_event_str (t));
         pthread_mutex_unlock (&c->m);
         return NULL;
@@ -871,6 +943,10 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
   int e = -1;
 
   pthread_mutex_lock (&c->m);
+  /* A disconnect is being drained: its end says whether the server
+   * left (CONN_UNSERVED) or the connection broke. */
+  while (c->draining)
+    pthread_cond_wait (&c->free_cv, &c->m);
   if (c->dead || c->leaving) {
     if (c->server_left || c->leaving)
       e = CONN_UNSERVED;

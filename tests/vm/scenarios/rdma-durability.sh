@@ -592,4 +592,8 @@ echo "server ser: $(tr '\n' ' ' <"$LAB_OUT/ser.rdma-stats")"
 [ "$(rdma_counter ser.rdma-stats split_reads)" = 0 ] || fail "the serial path split READs"
 counter_above ser_write_bytes "$(rdma_counter ser.rdma-stats write_bytes)" $(((32 << 20) - 1)) "both writers went over RDMA"
 stop br
+# Every disconnect above (kill -9, SIGTERM) was drained to the flushed
+# receives, none timed out.
+! grep -h 'no flushed receive' "$LAB_OUT"/br.nbdkit.log ||
+    fail "a bridge found no flushed receive after a disconnect"
 echo "rdma-durability: all checks passed"
