@@ -31,11 +31,15 @@
 # nothing fails with ESHUTDOWN below), the server holding its shutdown
 # 1 s after it stopped serving (-D gmblock-rdma.drain_delay_ms=1000):
 # the writes that come meanwhile go unanswered, and the bridge sends
-# them again after the goodbye.  (2d) The server's write-back fails at
-# the SIGTERM (the error filter below the cache): its goodbye says the
-# writes are not flushed (they are lost: nbdkit exits 1), so after the
-# restart the bridge's next FLUSH fails on both connections, as after a
-# kill -9, and the one after succeeds.
+# them again after the goodbye.  (2e) The same, the bridge stopped
+# (SIGSTOP) from 0.3 s into the shutdown until the server has been
+# restarted: it reads the server's disconnect with the goodbye still in
+# its completion queue, and must still take it (the requests the server
+# left undone sent again, no FLUSH failing).  (2d) The server's
+# write-back fails at the SIGTERM (the error filter below the cache):
+# its goodbye says the writes are not flushed (they are lost: nbdkit
+# exits 1), so after the restart the bridge's next FLUSH fails on both
+# connections, as after a kill -9, and the one after succeeds.
 # (3) A failing disk (nbdkit's error filter below the cache): a flush
 # whose write-back fails is an error, the next one after the disk
 # recovers succeeds and the data is on the disk.  nbdkit's error filter
@@ -122,9 +126,9 @@ def flush_fails(h, disk, data, what):
     sys.exit("%s: the FLUSH succeeded (%d of 16 writes on the disk)" %
              (what, len(on_disk(disk, range(16), data))))
 
-def restarted(run):
-    # Tell the shell (RUN/written), wait until it restarted the server.
-    open(run + "/written", "w").close()
+def restarted(run, tell="written"):
+    # Tell the shell (RUN/TELL), wait until it restarted the server.
+    open(run + "/" + tell, "w").close()
     for _ in range(600):
         if os.path.exists(run + "/restarted"): return
         time.sleep(0.1)
@@ -264,8 +268,12 @@ elif mode == "graceful":
     # SIGTERM to PID after 32 of those acks (RUN/termed tells the shell,
     # which starts the server again), the rest sent on.  Every write
     # must succeed, then FLUSH on b (no writes of its own) and on h, and
-    # all 256 are on the disk.
+    # all 256 are on the disk.  With a 5th argument, the bridge's PID:
+    # 0.3 s after the SIGTERM (writes sent meanwhile go unanswered) the
+    # bridge is stopped (SIGSTOP) until the server has been restarted,
+    # so it finds the server's goodbye and its disconnect both pending.
     uri, disk, run, pid = args[0], args[1], args[2], int(args[3])
+    freeze = int(args[4]) if len(args) > 4 else 0
     b, h, data = idle_and_put16(uri, disk)
     data += [random.randbytes(SZ) for _ in range(240)]
     todo, inflight, acked, termed = list(range(16, 256)), {}, 0, None
@@ -284,8 +292,14 @@ elif mode == "graceful":
                          % (inflight[c] * SZ, e))
         if termed is None and acked >= 32:
             os.kill(pid, signal.SIGTERM)
-            termed = (acked, len(inflight), len(todo))
-            open(run + "/termed", "w").close()
+            termed, t_term = (acked, len(inflight), len(todo)), time.monotonic()
+            if not freeze:
+                open(run + "/termed", "w").close()
+        if freeze and termed and time.monotonic() - t_term > 0.3:
+            os.kill(freeze, signal.SIGSTOP)
+            restarted(run, "termed")
+            os.kill(freeze, signal.SIGCONT)
+            freeze = 0
         if time.monotonic() - t0 > 120:
             sys.exit("the writes did not end within 120 s")
     if termed is None:
@@ -470,17 +484,20 @@ counter_above br_lost_write_flushes "$(rdma_counter br.stats lost_write_flushes)
 # (served with ARGS), which it stops with SIGTERM; srv is started again
 # with ARGS meanwhile.  The old server's counters go to
 # srv-CASE.rdma-stats; the bridge is stopped after, its counters checked.
+# FREEZE=1: the writer stops the bridge through the shutdown.
 graceful() {
     local case=$1 pid
     shift
     bridge br 10.77.0.1
-    rm -f "$LAB_RUN/termed"
-    dpy graceful "$br_uri" /dev/vda "$LAB_RUN" "$(server_pid srv)" &
+    rm -f "$LAB_RUN/termed" "$LAB_RUN/restarted"
+    dpy graceful "$br_uri" /dev/vda "$LAB_RUN" "$(server_pid srv)" \
+        ${FREEZE:+"$(server_pid br)"} &
     pid=$!
     await_file "$LAB_RUN/termed" $pid 60 "the writer of ($case) did not stop the server"
     stop srv
     cp "$LAB_OUT/srv.rdma-stats" "$LAB_OUT/srv-$case.rdma-stats"
     serve srv 10809 /dev/vda "$@"
+    touch "$LAB_RUN/restarted"
     wait $pid || fail "($case) failed: see scenario.log"
     stop br
     echo "server before the restart: $(grep -E 'goodbyes|unserved|error_replies' "$LAB_OUT/srv-$case.rdma-stats" | tr '\n' ' ')"
@@ -503,6 +520,12 @@ serve srv 10809 /dev/vda "${s2_args[@]}"
 graceful 2c "${s2_args[@]}"
 stop srv
 counter_above 2c_srv_unserved "$(rdma_counter srv-2c.rdma-stats unserved_at_shutdown)" 0 "control: writes came while the server shut down, left undone"
+
+step "(2e) the same, the bridge stopped (SIGSTOP) through the shutdown: it reads the disconnect with the goodbye still in its queue"
+serve srv 10809 /dev/vda "${s2_args[@]}"
+FREEZE=1 graceful 2e "${s2_args[@]}"
+stop srv
+counter_above 2e_srv_unserved "$(rdma_counter srv-2e.rdma-stats unserved_at_shutdown)" 0 "control: writes came while the server shut down, left undone"
 
 step "(2d) SIGTERM while the write-back fails: the goodbye does not say flushed, the next FLUSH fails"
 serve srv 10809 /dev/vda "${s1_args[@]}"
