@@ -9,7 +9,8 @@
 # client call has a timeout); at exit no pool buffer is in use and the
 # errors counter is > 0.  The error filter's trigger file also makes
 # the whole disk fail for a while: the server must recover when it is
-# removed.
+# removed.  Page-cache mode (direct=false) on the same disk: reads of
+# the bad range fail with EIO there too.
 # (The error filter has no per-range knob; the exact bad range comes
 # from a tiny sh plugin under it.)
 . "$(dirname "$0")/functions.sh"
@@ -217,6 +218,25 @@ stop_server g
 errors=$(counter "$T/stats" errors)
 [[ $errors -gt 0 ]] || fail "errors counter is $errors"
 info "stats: errors $errors, pool_in_use 0, pool_gets $(counter "$T/stats" pool_gets)"
+
+# Page-cache mode (direct=false) reads through another path: its read
+# errors must reach the client as EIO too, not as a success with
+# whatever the buffer held.
+start_server pc gmblock file="$LOOP" direct=false
+/usr/bin/python3 "$top/tests/fault-nbd.py" - "$(uri pc)" "$T/expect.img" \
+    $badlo $badhi $lbs <<'PY'
+uri, want = sys.argv[1], open(sys.argv[2], "rb").read()
+lo, hi, lbs = int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+h = connect(uri)
+for n, off in ((lbs, lo - lo % lbs), (hi - lo, lo), (1 << 20, lo - (1 << 19))):
+    expect_err(h, "pread", n, off, errnos=(errno.EIO,))
+for n, off in ((65536, 0), (65536, 12 << 20)):
+    if expect_ok(h, "pread", n, off) != want[off:off + n]:
+        die("direct=false: pread(%d, %d): wrong data" % (n, off))
+print("--- direct=false: reads of the bad range fail with EIO, others succeed")
+h.shutdown()
+PY
+stop_server pc
 
 # What reached the disk: all the writes, nothing else.
 loopdev_detach "$LOOP"
