@@ -89,6 +89,16 @@ void gm_uf_reply (struct gm_unflushed *u, uint64_t instance,
                   struct gm_uf_ack *a);
 void gm_uf_acked (struct gm_unflushed *u, const struct gm_uf_ack *a);
 
+/* A write with one reply, acknowledged to the client at once. */
+static inline void
+gm_uf_acked_whole (struct gm_unflushed *u, uint64_t instance)
+{
+  struct gm_uf_ack a = { 0 };
+
+  gm_uf_reply (u, instance, &a);
+  gm_uf_acked (u, &a);
+}
+
 /* A FLUSH's SEND is about to be posted: the mark of what it covers.
  * Hand it back to gm_uf_flush_done, with the instance that answered,
  * when its reply says it succeeded.

@@ -79,16 +79,6 @@ struct slot {
   struct gm_uf_ack ack;         /* its split write's pieces so far */
 };
 
-/* A write acknowledged with its one reply on u. */
-static void
-ack (struct gm_unflushed *u, uint64_t instance)
-{
-  struct gm_uf_ack w = { 0 };
-
-  gm_uf_reply (u, instance, &w);
-  gm_uf_acked (u, &w);
-}
-
 /* Counted by the module: acknowledged to the NBD client. */
 static bool
 counted (const struct write *w)
@@ -206,7 +196,7 @@ run (const struct step *st, int n, bool mc, struct result *r)
         continue;
       wr[nwr++] = (struct write) { s->id, s->inst, now, s->epoch, now,
                                    false, s->inst != cur, .arr = now };
-      ack (&s->u, s->inst);
+      gm_uf_acked_whole (&s->u, s->inst);
       break;
     case S_LATE_ACK:            /* 1, 2, 4 or 8 from the previous instance */
       if (cur < 2)
@@ -214,7 +204,7 @@ run (const struct step *st, int n, bool mc, struct result *r)
       for (int j = 0; j < 1 << st[i].k; j++) {
         wr[nwr++] = (struct write) { s->id, cur - 1, now, s->epoch, now,
                                      false, true, .arr = now };
-        ack (&s->u, cur - 1);
+        gm_uf_acked_whole (&s->u, cur - 1);
       }
       break;
     case S_F_BEGIN:

@@ -10,17 +10,6 @@ static uint64_t inst = 0x100;   /* the server instance now */
 
 static struct gm_unflushed a, b, c, y;
 
-/* A write acknowledged to the NBD client on u: its one reply came
- * from 'instance'. */
-static void
-ack (struct gm_unflushed *u, uint64_t instance)
-{
-  struct gm_uf_ack w = { 0 };
-
-  gm_uf_reply (u, instance, &w);
-  gm_uf_acked (u, &w);
-}
-
 /* The server restarts: a reaches the next instance. */
 static uint64_t
 restart (bool multi_conn)
@@ -75,10 +64,10 @@ main (void)
 
   /* Multi-conn: a FLUSH covers what any connection had acknowledged
    * before its SEND, not what came after. */
-  ack (&a, inst);
-  ack (&b, inst);
+  gm_uf_acked_whole (&a, inst);
+  gm_uf_acked_whole (&b, inst);
   mark = gm_uf_flush_sent ();
-  ack (&b, inst);
+  gm_uf_acked_whole (&b, inst);
   gm_uf_flush_done (&a, mark, inst);
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
   /* The same instance again (a broken connection reconnected): nothing
@@ -92,8 +81,8 @@ main (void)
 
   /* A restart with writes uncovered: each connection's next FLUSH
    * fails, once; the one after covers what came since. */
-  ack (&a, inst);
-  ack (&b, inst);
+  gm_uf_acked_whole (&a, inst);
+  gm_uf_acked_whole (&b, inst);
   CHECK_EQ_U64 (restart (true), 2);
   CHECK (flush_fails (&a));
   CHECK (!flush_fails (&a));
@@ -104,9 +93,9 @@ main (void)
    * acknowledged, F1 comes, W2 acknowledged after, the server dies, F1
    * is retried on the new instance and succeeds there.  F1 fails, and
    * so does F2, which came after W2; F3 does not. */
-  ack (&a, inst);                       /* W1 */
+  gm_uf_acked_whole (&a, inst);                       /* W1 */
   gm_uf_flush_begin (&a, &f1);                  /* F1 comes */
-  ack (&a, inst);                       /* W2 */
+  gm_uf_acked_whole (&a, inst);                       /* W2 */
   CHECK_EQ_U64 (restart (true), 2);
   gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);     /* F1 retried */
   CHECK (gm_uf_flush_end (&a, &f1));
@@ -117,10 +106,10 @@ main (void)
   /* F1's reply from the old instance came first: it covered W1, and
    * succeeds though the server dies before F1 ends; F2 covers W2, which
    * came after F1 and died: it fails. */
-  ack (&a, inst);                       /* W1 */
+  gm_uf_acked_whole (&a, inst);                       /* W1 */
   gm_uf_flush_begin (&a, &f1);
   mark = gm_uf_flush_sent ();
-  ack (&a, inst);                       /* W2 */
+  gm_uf_acked_whole (&a, inst);                       /* W2 */
   gm_uf_flush_done (&a, mark, inst);
   CHECK_EQ_U64 (restart (true), 1);
   CHECK (!gm_uf_flush_end (&a, &f1));
@@ -129,7 +118,7 @@ main (void)
 
   /* Two NBD FLUSHes in flight together when the server dies: both
    * fail, not only the first to end. */
-  ack (&a, inst);
+  gm_uf_acked_whole (&a, inst);
   gm_uf_flush_begin (&a, &f1);
   gm_uf_flush_begin (&a, &f2);
   CHECK_EQ_U64 (restart (true), 1);
@@ -140,7 +129,7 @@ main (void)
 
   /* A reply from the replaced instance still in flight: that write
    * died with it, counted at once. */
-  ack (&a, inst - 1);
+  gm_uf_acked_whole (&a, inst - 1);
   CHECK_EQ_U64 (gm_uf_uncovered (), 0);
   CHECK (flush_fails (&a));
   CHECK (flush_fails (&b));
@@ -149,7 +138,7 @@ main (void)
    * c writes and closes, the server restarts, a READ on b notices (no
    * FLUSH reports it), then y opens: y's FLUSH fails. */
   gm_uf_open (&c);
-  ack (&c, inst);
+  gm_uf_acked_whole (&c, inst);
   gm_uf_close (&c);
   CHECK_EQ_U64 (restart (true), 1);
   gm_uf_open (&y);
@@ -164,7 +153,7 @@ main (void)
   /* With multi-conn a FLUSH on another connection covers a closed
    * one's writes: a restart then loses nothing. */
   gm_uf_open (&c);
-  ack (&c, inst);
+  gm_uf_acked_whole (&c, inst);
   gm_uf_close (&c);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (restart (true), 0);
@@ -174,7 +163,7 @@ main (void)
    * connection's writes, so b's write, uncovered, dies with the server
    * though a FLUSH on a succeeded after it. */
   CHECK_EQ_U64 (gm_uf_connected (&a, inst, false), 0);
-  ack (&b, inst);
+  gm_uf_acked_whole (&b, inst);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
   CHECK (restart (false) >= 1);
@@ -183,14 +172,14 @@ main (void)
    * FLUSH that could have succeeded fails, never the reverse). */
   CHECK (flush_fails (&a) && flush_fails (&y));
   /* Its own FLUSH covers it. */
-  ack (&b, inst);
+  gm_uf_acked_whole (&b, inst);
   CHECK (!flush_fails (&b));
   CHECK_EQ_U64 (gm_uf_uncovered (), 0);
   CHECK_EQ_U64 (restart (false), 0);
   /* A closed connection's writes, without multi-conn: nobody can cover
    * them any more; a restart loses them. */
   gm_uf_open (&c);
-  ack (&c, inst);
+  gm_uf_acked_whole (&c, inst);
   gm_uf_close (&c);
   CHECK (!flush_fails (&a) && !flush_fails (&b) && !flush_fails (&y));
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
@@ -204,8 +193,8 @@ main (void)
    * FLUSH reported that, and a's next FLUSH, must fail. */
   settle ();
   CHECK_EQ_U64 (restart (true), 0);
-  ack (&a, inst);                       /* W */
-  ack (&b, inst - 1);                   /* late */
+  gm_uf_acked_whole (&a, inst);                       /* W */
+  gm_uf_acked_whole (&b, inst - 1);                   /* late */
   CHECK (flush_fails_below (&a));
   CHECK (restart (true) >= 1);
   gm_uf_close (&y);
@@ -215,12 +204,12 @@ main (void)
   /* (2) A FLUSH comes after W; a late reply and a restart; then 31
    * more late replies merge the oldest losses: the FLUSH still fails. */
   settle ();
-  ack (&a, inst);                       /* W */
+  gm_uf_acked_whole (&a, inst);                       /* W */
   gm_uf_flush_begin (&a, &f1);
-  ack (&b, inst - 1);
+  gm_uf_acked_whole (&b, inst - 1);
   CHECK (restart (true) >= 1);
   for (int i = 0; i < 31; i++)
-    ack (&b, inst - 1);
+    gm_uf_acked_whole (&b, inst - 1);
   gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);
   CHECK (gm_uf_flush_end (&a, &f1));
   /* (3) Without multi-conn, a loss is a range from the lowest write
@@ -230,10 +219,10 @@ main (void)
    * FLUSH must fail for b's write. */
   settle ();
   CHECK_EQ_U64 (restart (false), 0);
-  ack (&b, inst - 1);                   /* late: lost */
+  gm_uf_acked_whole (&b, inst - 1);                   /* late: lost */
   CHECK (flush_fails (&a));
   gm_uf_flush_begin (&a, &f1);
-  ack (&b, inst);                       /* after the FLUSH came */
+  gm_uf_acked_whole (&b, inst);                       /* after the FLUSH came */
   CHECK (restart (false) >= 1);
   gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);
   CHECK (gm_uf_flush_end (&a, &f1));
@@ -243,7 +232,7 @@ main (void)
    * connection on the server: its FLUSH does not cover the old one's
    * writes, and a restart then loses them. */
   settle ();
-  ack (&a, inst);
+  gm_uf_acked_whole (&a, inst);
   CHECK_EQ_U64 (gm_uf_connected (&a, inst, false), 0);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (gm_uf_uncovered (), 1);
@@ -252,7 +241,7 @@ main (void)
   /* With multi-conn it does cover them. */
   settle ();
   CHECK_EQ_U64 (restart (true), 0);
-  ack (&a, inst);
+  gm_uf_acked_whole (&a, inst);
   CHECK_EQ_U64 (gm_uf_connected (&a, inst, true), 0);
   CHECK (!flush_fails (&a));
   CHECK_EQ_U64 (gm_uf_uncovered (), 0);
@@ -336,7 +325,7 @@ main (void)
 
   /* Many restarts: the oldest losses merge, none is forgotten. */
   for (int i = 0; i < 40; i++) {
-    ack (&a, inst);
+    gm_uf_acked_whole (&a, inst);
     CHECK_EQ_U64 (restart (true), 1);
   }
   CHECK (flush_fails (&a));
