@@ -25,6 +25,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
+#include "nbdkitargs.h"
 #include "rdma.h"
 #include "rdmaaddr.h"
 #include "registry.h"
@@ -237,6 +238,12 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   if (gm_stats_config_complete (&gm_rdma_stats_out) == -1 ||
       next (nxdata) == -1)
     return -1;
+  /* nbdkit applies its -r to the contexts it opens for its clients, not
+   * to those this filter opens for RDMA clients: their writes reached
+   * the disk of a read-only server. */
+  gm_rdma_set.readonly = gm_nbdkit_readonly ();
+  if (gm_rdma_set.readonly)
+    nbdkit_debug (NAME ": nbdkit -r: RDMA clients are served read-only too");
   return stripe_streams ();
 }
 
@@ -307,7 +314,7 @@ open_below (struct client *c, struct gm_rp_limits *l)
   int64_t size;
   int w, fl, fua, tr, z, fz, ca, mc, rot, ex;
 
-  n = nbdkit_next_context_open (backend, 0, "", 1);
+  n = nbdkit_next_context_open (backend, gm_rdma_set.readonly, "", 1);
   if (n == NULL)
     return -1;
   if (n->prepare (n) == -1) {

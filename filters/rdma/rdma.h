@@ -50,6 +50,7 @@ struct rdma_settings {
                                  * by chunk column; 0: a stream a piece */
   uint64_t stripe_offset;       /* where the export starts in the array */
   bool serial;                  /* the stack below serialises requests */
+  bool readonly;                /* nbdkit -r: RDMA clients too */
   bool split_always;            /* rdma-split=always, else only alone */
   bool pool_device;             /* rdma-pool-memory=p2pmem[:BDF] */
   bool pool_stage;              /* rdma-pool-fallback=stage */

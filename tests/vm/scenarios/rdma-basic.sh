@@ -68,12 +68,31 @@ stop srv2
 wait "$holder" || fail "the NBD client holding a bridge connection failed"
 stop br2
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv2.rdma-stats")"
-step "block status through the bridge: the holes of a sparse file"
+step "block status through the bridge: the holes of a sparse file; nbdkit -r holds for RDMA clients"
 must truncate -s 64M "$LAB_RUN/sparse.img"
 must dd if=/dev/urandom of="$LAB_RUN/sparse.img" bs=1M count=1 seek=10 conv=notrunc status=none
+sum0=$(md5sum <"$LAB_RUN/sparse.img")
+# -r after the plugin name, as nbdkit's getopt takes it too: the filter
+# opened RDMA clients' contexts writable whatever -r said, and their
+# writes reached the disk of a read-only server.
 serve srv3 10809 "$LAB_RUN/sparse.img" "${rdma_opts[@]}" -- rdma=10.77.0.1 direct=false \
-    rdma-stats="$LAB_OUT/srv3.rdma-stats"
+    rdma-stats="$LAB_OUT/srv3.rdma-stats" -r
 bridge br3 10.77.0.1
+for u in nbd://127.0.0.1:10809 "nbd+unix:///?socket=$LAB_RUN/br3.sock"; do
+    python3 - "$u" <<'PY' || fail "nbdkit -r: a client could write ($u)"
+import nbd, sys
+h = nbd.NBD()
+h.set_strict_mode(0)            # send the write: the server must refuse it
+h.connect_uri(sys.argv[1])
+assert h.is_read_only(), "the export is not read-only"
+try:
+    h.pwrite(b"W" * 4096, 10 << 20)
+    sys.exit("a write was accepted")
+except nbd.Error as e:
+    print(sys.argv[1], "read-only, write refused:", e)
+PY
+done
+[ "$(md5sum <"$LAB_RUN/sparse.img")" = "$sum0" ] || fail "nbdkit -r: the file changed"
 must nbdinfo --map nbd://127.0.0.1:10809 >"$LAB_OUT/map-tcp.txt"
 must nbdinfo --map "nbd+unix:///?socket=$LAB_RUN/br3.sock" >"$LAB_OUT/map-rdma.txt"
 cat "$LAB_OUT/map-rdma.txt"
