@@ -18,6 +18,14 @@
  *                retries forever): the reply never completes, and the
  *                server drops the client (about 10 s) instead of holding
  *                its pool memory
+ *   stall-rread  a valid 1M WRITE, asking for the longest ACK timeout
+ *                (73 minutes a retry), then our QP silently in error (no
+ *                DREQ), and we stay 60 s: the server's RDMA READ of the
+ *                data is never answered.  The scenario judges (the
+ *                server must give the WRITE's pool memory back meanwhile,
+ *                not hold it for hours); exit 0 once the QP is silent.
+ *                (Its disconnect may not reach us: the CM's DREQ waits
+ *                on the same long timeout.)
  */
 #include <netdb.h>
 #include <poll.h>
@@ -172,6 +180,14 @@ main (int argc, char **argv)
   ch = rdma_create_event_channel ();
   if (ch == NULL || rdma_create_id (ch, &id, NULL, RDMA_PS_TCP))
     die ("rdma_create_id");
+  if (strcmp (c, "stall-rread") == 0) {
+    /* Our CM REQ carries this as the local ACK timeout the server's QP
+     * uses: 4.096 us << 30 = about 73 minutes per retry. */
+    uint8_t t = 30;
+    if (rdma_set_option (id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                         &t, sizeof t))
+      die ("rdma_set_option ACK_TIMEOUT");
+  }
   if (rdma_resolve_addr (id, NULL, ai->ai_addr, 5000) ||
       cm_next (5000, NULL) != RDMA_CM_EVENT_ADDR_RESOLVED ||
       rdma_resolve_route (id, 5000) ||
@@ -265,6 +281,37 @@ main (int argc, char **argv)
     r.rkey ^= 0x5a5a00;
     gm_rp_encode_request (&r, mem);
     return expect_drop (c);
+  }
+  if (strcmp (c, "stall-rread") == 0) {
+    /* A valid 1M WRITE; once the server has its SEND (our send
+     * completion), our QP goes to the error state silently (no DREQ):
+     * the server's RDMA READ for it is never answered, and it retries
+     * with the ACK timeout we chose.  Does it drop us? */
+    struct ibv_qp_attr qpa = { .qp_state = IBV_QPS_ERR };
+    struct ibv_wc wc;
+    r = read_req (7, 0, BUF);
+    r.op = GM_RP_WRITE;
+    if (gm_rp_conn_request_begin (&rp, &r, why, sizeof why)) {
+      printf ("stall-rread: %s\n", why);
+      return 1;
+    }
+    gm_rp_encode_request (&r, mem);
+    send_raw (GM_RP_REQUEST_SIZE);
+    if (gm_rdma_cq_wait (cq, cc, &wc, -1, 5000) != 1 ||
+        wc.status != IBV_WC_SUCCESS) {
+      printf ("stall-rread: the WRITE request was not sent\n");
+      return 1;
+    }
+    if (ibv_modify_qp (id->qp, &qpa, IBV_QP_STATE))
+      die ("ibv_modify_qp ERR");
+    printf ("stall-rread: WRITE sent, our QP silently in error\n");
+    fflush (stdout);
+    for (int i = 0; i < 60; i++)
+      if (cm_next (1000, NULL) == RDMA_CM_EVENT_DISCONNECTED) {
+        printf ("stall-rread: the server's disconnect came after %d s\n", i);
+        break;
+      }
+    return 0;
   }
   if (strcmp (c, "past-end") == 0) {
     r.offset = rp.lim.size;     /* well formed, but past the end */

@@ -46,6 +46,7 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_drain_delay_ms,
 #define MAX_POOL (4ull << 30)
 #define MAX_REQUEST (1u << 20)  /* largest READ/WRITE offered */
 #define CREDITS 16              /* offered per client at most */
+#define ACK_TIMEOUT 18          /* our QP's: 4.096 us x 2^18, about 1 s */
 #define DEFAULT_THREADS 8        /* two piece reads per member of a 4-disk array */
 #define MAX_THREADS 64
 #define DEFAULT_MAX_CLIENTS 64   /* each: a context below, 1 + rdma-threads threads */
@@ -471,6 +472,16 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
       accept.responder_resources > (unsigned) dev_attr.max_qp_rd_atom)
     accept.responder_resources = dev_attr.max_qp_rd_atom;
   accept.rnr_retry_count = 7;
+  /* Our QP's ACK timeout comes from the client's request, up to 31
+   * (4.096 us x 2^31: over two hours a retry): a client gone silent
+   * would keep our RDMA READ, and its buffer, that long.  18 (about 1 s,
+   * RoCE's default) bounds it; the watchdog drops the client anyway. */
+  {
+    uint8_t t = ACK_TIMEOUT;
+    if (rdma_set_option (id, RDMA_OPTION_ID, RDMA_OPTION_ID_ACK_TIMEOUT,
+                         &t, sizeof t))
+      nbdkit_debug (NAME ": %s: cannot cap the ACK timeout: %m", peer);
+  }
   if (rdma_accept (id, &accept))
     goto failed;
   id->context = c;

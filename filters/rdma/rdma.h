@@ -96,6 +96,8 @@ struct req {
   bool data_with_reply;         /* READ read whole: finish () sends it */
   uint64_t t0;                  /* taken from its receive */
   uint64_t replied_ns;          /* its reply was posted (watchdog) */
+  uint64_t rread_ns;            /* WRITE: its RDMA READ was posted, 0
+                                 * once completed (watchdog) */
   struct gm_span disk[MAX_PIECES], net[MAX_PIECES];
 };
 

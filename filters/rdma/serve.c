@@ -190,8 +190,11 @@ finish (struct client *c, struct req *q)
   char why[128];
 
   pthread_mutex_lock (&c->lock);
+  /* An error reply counts nothing (the bridge takes a count beside an
+   * error for a malformed reply): a BLOCK_STATUS whose extents could
+   * not be sent set its count before it failed. */
   rep = (struct gm_rp_reply) { .handle = q->r.handle, .error = q->error,
-                               .count = q->count };
+                               .count = q->error ? 0 : q->count };
   /* The receive was reposted when the request came: give the credit
    * back with this reply.  On a failed connection this fails, and the
    * reply is posted all the same (below). */
@@ -323,10 +326,16 @@ serve_write (struct client *c, struct req *q, uint32_t fl)
   int err = 0;
   bool ok;
 
+  pthread_mutex_lock (&c->lock);
   q->rread_done = false;
+  q->rread_ns = gm_now_ns ();
+  pthread_mutex_unlock (&c->lock);
   if (post_rdma (c, q, IBV_WR_RDMA_READ,
                  WR_RREAD | (uint64_t) req_index (c, q) << 8,
                  0, q->r.length)) {
+    pthread_mutex_lock (&c->lock);
+    q->rread_ns = 0;
+    pthread_mutex_unlock (&c->lock);
     set_error (c, q, EIO);
     return;
   }
@@ -607,6 +616,7 @@ on_completion (struct client *c, const struct ibv_wc *wc)
   case WR_RREAD:
     q->rread_done = true;
     q->rread_ok = ok;
+    q->rread_ns = 0;
     pthread_cond_broadcast (&c->rread);
     break;
   case WR_REPLY:
@@ -637,25 +647,36 @@ stop_workers (struct client *c)
 
 /* A reply whose completion has not come for REPLY_TIMEOUT_S: the
  * client posts no receives (its NIC answers RNR, and the client chose
- * how many retries: 7 is forever) or is gone.  Its requests hold pool
- * memory every client shares, so it is dropped.  Checked about once a
- * second; dropped when found on two checks in a row.  Under lock.
+ * how many retries: 7 is forever) or is gone.  The same for the RDMA
+ * READ of a WRITE's data: a client that went silent without a
+ * disconnect leaves it to the NIC's retries, which could take hours
+ * (the worker waits for it, holding its buffer, and no reply is posted
+ * yet).  Its requests hold pool memory every client shares, so it is
+ * dropped: the queue pair in error flushes what was outstanding.
+ * Checked about once a second; dropped when found on two checks in a
+ * row.  Under lock.
  */
 #define REPLY_TIMEOUT_S 10
 #define WATCH_MS 1000
 
-/* The first stalled reply's index, or -1.  'now' was read before the
- * lock was taken: a reply posted in between is younger than 'now', so
- * the age is only compared in the form that cannot wrap around (a
- * 'now - replied_ns' did, and dropped healthy clients).
+/* The first stalled request's index, or -1, and since when it waits
+ * on the client's NIC.  'now' was read before the lock was taken: one
+ * posted in between is younger than 'now', so the age is only compared
+ * in the form that cannot wrap around (a 'now - replied_ns' did, and
+ * dropped healthy clients).
  */
 static int
-reply_stalled (struct client *c, uint64_t now)
+stalled_req (struct client *c, uint64_t now, uint64_t *since)
 {
-  for (unsigned i = 0; i < c->rp.lim.credits; i++)
-    if (c->reqs[i].state == RQ_REPLIED &&
-        c->reqs[i].replied_ns + REPLY_TIMEOUT_S * 1000000000ull < now)
+  for (unsigned i = 0; i < c->rp.lim.credits; i++) {
+    const struct req *q = &c->reqs[i];
+    /* A WRITE fetches its data in RQ_SETUP: rread_ns says while. */
+    uint64_t t = q->state == RQ_REPLIED ? q->replied_ns : q->rread_ns;
+    if (t && t + REPLY_TIMEOUT_S * 1000000000ull < now) {
+      *since = t;
       return (int) i;
+    }
+  }
   return -1;
 }
 
@@ -664,7 +685,7 @@ reply_stalled (struct client *c, uint64_t now)
  * link retrying).
  */
 static void
-report_stall (struct client *c, const struct gm_rp_request *r,
+report_stall (struct client *c, const struct gm_rp_request *r, bool replied,
               uint64_t age_ns)
 {
   struct ibv_qp_attr attr;
@@ -677,11 +698,30 @@ report_stall (struct client *c, const struct gm_rp_request *r,
     snprintf (qp, sizeof qp, "; queue pair %u state %d timeout %u retry %u "
               "rnr_retry %u", c->id->qp->qp_num, (int) attr.qp_state,
               attr.timeout, attr.retry_cnt, attr.rnr_retry);
-  nbdkit_error (NAME ": %s: the reply to %s (handle 0x%" PRIx64 ", offset %"
+  nbdkit_error (NAME ": %s: %s %s (handle 0x%" PRIx64 ", offset %"
                 PRIu64 ", length %" PRIu32 ") unacknowledged for %" PRIu64
-                " ms (does the client post receives?)%s: dropping it",
-                c->peer, gm_rp_op_name (r->op), r->handle, r->offset,
-                r->length, age_ns / 1000000, qp);
+                " ms (%s)%s: dropping it", c->peer,
+                replied ? "the reply to" : "the RDMA READ of the data of",
+                gm_rp_op_name (r->op), r->handle, r->offset, r->length,
+                age_ns / 1000000, replied ? "does the client post receives?"
+                : "is the client still there?", qp);
+}
+
+/* The poller ends with requests whose completions never came (a reply
+ * that could not be posted): their pool memory goes back now, not when
+ * the listener frees the client, since another client's worker may be
+ * waiting for it (and shutdown joins the clients one by one).  The queue
+ * pair first: until it is gone the NIC may still use those buffers.  No
+ * worker runs any more.
+ */
+static void
+give_back (struct client *c)
+{
+  gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);
+  pthread_mutex_lock (&c->lock);
+  for (unsigned i = 0; i < c->rp.lim.credits; i++)
+    gm_rdma_mem_put (&c->reqs[i]);
+  pthread_mutex_unlock (&c->lock);
 }
 
 void *
@@ -699,13 +739,15 @@ gm_rdma_client_run (void *arg)
     if (!ending && (now = gm_now_ns ()) >= next_watch) {
       int stalled;
       struct gm_rp_request q;
-      uint64_t age = 0;
+      uint64_t age = 0, since = 0;
+      bool replied = false;
       next_watch = now + WATCH_MS * 1000000ull;
       pthread_mutex_lock (&c->lock);
-      stalled = reply_stalled (c, now);
+      stalled = stalled_req (c, now, &since);
       if (stalled >= 0) {
         q = c->reqs[stalled].r;
-        age = now - c->reqs[stalled].replied_ns;
+        replied = c->reqs[stalled].state == RQ_REPLIED;
+        age = now - since;
       }
       pthread_mutex_unlock (&c->lock);
       /* Found twice in a row, with a second of completions taken in
@@ -719,7 +761,7 @@ gm_rdma_client_run (void *arg)
       else if (stalled < 0)
         suspect = false;
       if (stalled >= 0) {
-        report_stall (c, &q, age);
+        report_stall (c, &q, replied, age);
         r = -1;
       }
     }
@@ -763,8 +805,12 @@ gm_rdma_client_run (void *arg)
     }
     r = c->running == 0 && all_free (c);
     pthread_mutex_unlock (&c->lock);
-    if (r || (c->running == 0 && gm_now_ns () > deadline))
+    if (r)
       break;
+    if (c->running == 0 && gm_now_ns () > deadline) {
+      give_back (c);
+      break;
+    }
   }
   atomic_store (&c->finished, true);
   return NULL;

@@ -5,7 +5,8 @@
 # receive for its reply (each must drop that client only) and a READ
 # past the end (an EINVAL reply, the connection lives on).  A server
 # at rdma-max-clients=1 refuses a second client with ENOSPC, and takes
-# one again once the first has left. The
+# one again once the first has left; a client that goes silent while
+# its WRITE's data is fetched is dropped, and the pool is free again. The
 # attached client then still reads the image byte for byte, and new
 # bridge connections work.
 # lab-disks: virtio:64M
@@ -54,6 +55,35 @@ done
 echo "a client is served again once the first has left"
 stop brf
 stop full
+step "a client gone silent while its WRITE's data is fetched is dropped, and its pool memory comes back"
+# A 1M pool: a client that posts no receive holds 4K of it until the
+# reply watchdog drops it (about 11 s), so the server fetches the silent
+# client's 1M WRITE only after that client's queue pair went to error.
+# It waited for the NIC's retries, for hours with the ACK timeout that
+# client asked, holding the pool: every other client blocked.
+serve stall 10815 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1:10814 rdma-pool=1M
+timeout 60 "$bad" 10.77.0.1 10814 no-receive >"$LAB_OUT/holder.out" 2>&1 &
+holder=$!
+sleep 2
+timeout 90 "$bad" 10.77.0.1 10814 stall-rread >"$LAB_OUT/stall.out" 2>&1 &
+stall=$!
+wait $holder || fail "the no-receive holder: $(cat "$LAB_OUT/holder.out")"
+# The silent client stays (60 s: its exit would disconnect it and free
+# everything): a healthy read must get the pool meanwhile.
+bridge brs 10.77.0.1:10814
+timeout 30 python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/brs.sock" -c "h.pread(4096, 0)" ||
+    fail "beside a client gone silent with a 1M WRITE's data to fetch, a healthy 4K read got no pool memory within 30 s"
+# Served because the server dropped the silent client (which then saw
+# the disconnect), not because it left by itself (after 60 s).
+grep -q "disconnect came" "$LAB_OUT/stall.out" || kill -0 $stall 2>/dev/null ||
+    fail "the silent client left by itself before the healthy read: no test ($(cat "$LAB_OUT/stall.out"))"
+grep "RDMA READ of the data of WRITE" "$LAB_OUT/stall.nbdkit.log" ||
+    fail "the server did not say why it dropped the silent client"
+echo "a healthy read was served beside the silent client"
+stop brs
+kill $stall 2>/dev/null; wait $stall 2>/dev/null
+cat "$LAB_OUT/stall.out"
+stop stall
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv.rdma-stats")"
 counter_above protocol_errors "$(rdma_counter srv.rdma-stats protocol_errors)" 3 "bad hello, short SEND, bad opcode, reserved byte"
 counter_above clients_dropped "$(rdma_counter srv.rdma-stats clients_dropped)" 4 "short SEND, bad opcode, reserved byte, foreign rkey, no receive"
