@@ -212,6 +212,8 @@ gm_uf_reply (struct gm_unflushed *u, uint64_t instance, struct gm_uf_ack *a)
     a->instance = instance;
     a->resets = u->resets;
   }
+  if (instance == a->instance)
+    a->first_hi = a->hi;
   pthread_mutex_unlock (&lock);
 }
 
@@ -237,6 +239,14 @@ gm_uf_acked (struct gm_unflushed *u, const struct gm_uf_ack *a)
   else if (a->resets + 1 == u->resets && a->instance == u->reset_inst &&
            a->hi <= u->reset_covered)
     ;                           /* a FLUSH covered it before the reset */
+  else if (a->resets + 1 == u->resets && a->instance == u->reset_inst &&
+           a->first_hi <= u->reset_covered && a->last == current) {
+    /* Its pieces before the restart were covered (a goodbye that
+     * flushed), the others went to the process now, after the reset:
+     * as a write acknowledged now, which u's FLUSHes cover from here. */
+    if (n > u->hi)
+      u->hi = n;
+  }
   else if (a->instance == current)
     /* Its connection was replaced by another to the same process
      * (without multi-conn): u's FLUSHes no longer cover it. */

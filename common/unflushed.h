@@ -81,6 +81,7 @@ struct gm_uf_ack {
   uint64_t lo, hi;              /* numbers of its first and last reply;
                                  * hi 0: none */
   uint64_t instance;            /* the first reply's server instance */
+  uint64_t first_hi;            /* the number of its last reply from it */
   uint64_t last;                /* the newest reply's */
   uint64_t resets;              /* u->resets at the first reply */
   bool late;                    /* one came from a replaced instance */

@@ -282,6 +282,33 @@ main (void)
     gm_uf_acked (&a, &w);
   }
   CHECK (!flush_fails (&a) && !flush_fails (&b));
+  /* A write across a clean restart: its first piece before a goodbye
+   * that said FLUSHED, the rest on the new process, then acknowledged:
+   * nothing lost (its next FLUSH failed), but the new pieces count. */
+  settle ();
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);   /* the goodbye */
+    CHECK_EQ_U64 (restart (true), 0);
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_acked (&a, &w);
+  }
+  CHECK_EQ_U64 (gm_uf_uncovered (), 1);
+  CHECK (!flush_fails (&a) && !flush_fails (&b));
+  CHECK_EQ_U64 (gm_uf_uncovered (), 0);
+  /* The same, then the new process dies before a FLUSH: lost. */
+  {
+    struct gm_uf_ack w = { 0 };
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_flush_done (&a, gm_uf_flush_sent (), inst);
+    CHECK_EQ_U64 (restart (true), 0);
+    gm_uf_reply (&a, inst, &w);
+    gm_uf_acked (&a, &w);
+  }
+  CHECK (restart (true) >= 1);
+  CHECK (flush_fails (&a) && flush_fails (&b));
+  settle ();
   /* The replies came, the server died with them unflushed, then the
    * client heard of the write: a FLUSH that came before that need not
    * fail, the next one on every connection must. */
