@@ -792,10 +792,25 @@ rdma_cleanup (nbdkit_backend *b)
    * that another's requests hold until their completions flush. */
   for (struct client *c = clients; c; c = c->next_client)
     gm_rdma_disconnect (c->id);
+  /* Each client is freed once its poller has ended, whichever comes
+   * first: a worker of one may be waiting for pool memory that another,
+   * already ended, holds until it is freed (a reply that could not be
+   * posted keeps its buffer until the QP is destroyed).  Freeing them in
+   * list order joined the waiting one first: for ever.
+   */
   while (clients) {
-    struct client *c = clients;
-    clients = c->next_client;
-    client_free (c);
+    struct client **p = &clients, *c;
+    bool freed = false;
+    while ((c = *p) != NULL)
+      if (!c->thread_started || atomic_load (&c->finished)) {
+        *p = c->next_client;
+        client_free (c);
+        freed = true;
+      }
+      else
+        p = &c->next_client;
+    if (!freed)
+      usleep (10 * 1000);
   }
   if (listen_id) {
     rdma_destroy_id (listen_id);

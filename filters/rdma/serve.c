@@ -707,23 +707,6 @@ report_stall (struct client *c, const struct gm_rp_request *r, bool replied,
                 : "is the client still there?", qp);
 }
 
-/* The poller ends with requests whose completions never came (a reply
- * that could not be posted): their pool memory goes back now, not when
- * the listener frees the client, since another client's worker may be
- * waiting for it (and shutdown joins the clients one by one).  The queue
- * pair first: until it is gone the NIC may still use those buffers.  No
- * worker runs any more.
- */
-static void
-give_back (struct client *c)
-{
-  gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);
-  pthread_mutex_lock (&c->lock);
-  for (unsigned i = 0; i < c->rp.lim.credits; i++)
-    gm_rdma_mem_put (&c->reqs[i]);
-  pthread_mutex_unlock (&c->lock);
-}
-
 void *
 gm_rdma_client_run (void *arg)
 {
@@ -805,12 +788,8 @@ gm_rdma_client_run (void *arg)
     }
     r = c->running == 0 && all_free (c);
     pthread_mutex_unlock (&c->lock);
-    if (r)
+    if (r || (c->running == 0 && gm_now_ns () > deadline))
       break;
-    if (c->running == 0 && gm_now_ns () > deadline) {
-      give_back (c);
-      break;
-    }
   }
   atomic_store (&c->finished, true);
   return NULL;
