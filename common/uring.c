@@ -263,7 +263,10 @@ static int
 get_sqe (struct gm_uring *u, struct io_uring_sqe **sqe)
 {
   if (u->dead) {
-    u->refused = false;         /* it failed: fail-stop, not a retry */
+    /* Nothing in flight unless it lost a request (fail-stop then): a
+     * retry of the rest of a transfer, or of an interrupted fsync, is
+     * done by the plain call (the engine makes a new ring after). */
+    u->refused = !u->lost;
     return -EIO;
   }
   *sqe = io_uring_get_sqe (&u->ring);
