@@ -133,13 +133,9 @@ gm_uring_unqueue (struct gm_uring *u,
 
 unsigned gm_uring_reclaim_ms = 10000;
 
-/* Take the completions in the CQ, handing each to take (tag, result);
- * returns how many were taken.  The CQ ring is mapped memory: reading it
- * needs no system call, so this works on a ring whose wait failed.
- */
-static unsigned
-take_cqes (struct gm_uring *u, void (*take) (uint64_t tag, int res, void *arg),
-           void *arg)
+void
+gm_uring_take_cqes (struct gm_uring *u,
+                    void (*take) (uint64_t tag, int res, void *arg), void *arg)
 {
   struct io_uring_cqe *cqe;
   unsigned head, n = 0;
@@ -149,7 +145,6 @@ take_cqes (struct gm_uring *u, void (*take) (uint64_t tag, int res, void *arg),
     n++;
   }
   io_uring_cq_advance (&u->ring, n);
-  return n;
 }
 
 void
@@ -169,7 +164,7 @@ gm_uring_reclaim (struct gm_uring *u, uint64_t cancel_tag, unsigned cancel_flags
     io_uring_submit (&u->ring);
   }
   for (unsigned ms = 0; ; ms++) {
-    take_cqes (u, take, arg);
+    gm_uring_take_cqes (u, take, arg);
     if (done (arg) || ms >= gm_uring_reclaim_ms)
       return;
     /* Deferred completion work runs only when we enter the kernel. */

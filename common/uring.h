@@ -95,6 +95,14 @@ int gm_uring_fsync (struct gm_uring *u, int fd, bool datasync);
  */
 int gm_uring_submit_all (struct gm_uring *u, unsigned wait_nr);
 
+/* Hand every completion in u's CQ to take (its user_data and result)
+ * and mark them seen.  The CQ ring is mapped memory: reading it needs no
+ * system call, so this works on a ring whose wait failed too.
+ */
+void gm_uring_take_cqes (struct gm_uring *u,
+                         void (*take) (uint64_t tag, int res, void *arg),
+                         void *arg);
+
 /* After a wait on u failed for good, with requests in flight: cancel
  * them (io_uring_prep_cancel64 with cancel_tag and cancel_flags) and
  * hand each completion in the CQ to take (its user_data and result),

@@ -85,16 +85,18 @@ finish (struct waiter *w, int res)
   pthread_cond_signal (&w->cond);
 }
 
-/* A completion found while reclaiming: a cancelled request never ran,
- * so its owner does it with the plain call. */
+/* A completion: its owner gets the result.  reclaiming (arg non-NULL):
+ * a request our cancel ended never ran, so its owner does it with the
+ * plain call.
+ */
 static void
-take_reclaimed (uint64_t data, int res, void *arg)
+take_completion (uint64_t data, int res, void *reclaiming)
 {
   struct waiter *w = (struct waiter *) (uintptr_t) data;
 
-  if (w == NULL)                /* the cancel's own, or a no-op's */
+  if (w == NULL)                /* a cancel's own, or a refusal's no-op */
     return;
-  w->refused = res == -ECANCELED;
+  w->refused = reclaiming && res == -ECANCELED;
   finish (w, res);
 }
 
@@ -120,8 +122,8 @@ ring_failed (int r)
   errno = -r;
   nbdkit_error (GM_NAME ": the shared io_uring failed: %m: requests are "
                 "served with plain system calls from now on");
-  gm_uring_reclaim (ring, 0, IORING_ASYNC_CANCEL_ANY, take_reclaimed, NULL,
-                    none_waiting);
+  gm_uring_reclaim (ring, 0, IORING_ASYNC_CANCEL_ANY, take_completion,
+                    &dead, none_waiting);
   if (waiting)
     gm_failstop (GM_FAILSTOP_ALL, "the shared io_uring", -r);
   while (waiting)
@@ -160,7 +162,6 @@ static void
 lead (struct waiter *self)
 {
   struct io_uring_cqe *cqe;
-  unsigned head, n = 0;
   int r;
 
   submit_queued ();
@@ -177,13 +178,7 @@ lead (struct waiter *self)
     ring_failed (r);
     return;
   }
-  io_uring_for_each_cqe (&ring->ring, head, cqe) {
-    struct waiter *w = io_uring_cqe_get_data (cqe);
-    if (w)                      /* not a no-op left by a refusal */
-      finish (w, cqe->res);
-    n++;
-  }
-  io_uring_cq_advance (&ring->ring, n);
+  gm_uring_take_cqes (ring, take_completion, NULL);
 }
 
 /* A request the kernel would not take (ENOMEM, or a full SQ: memory
