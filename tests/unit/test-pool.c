@@ -94,6 +94,10 @@ large_not_starved (void)
       usleep (1000);
       ms++;
     }
+    /* Starved: stop the churners so the join below returns and the
+     * check fails now rather than after however long it would wait. */
+    if (!atomic_load (&got))
+      atomic_store (&stop_churn, true);
     pthread_join (th[NCHURN], NULL);
     if (ms > worst)
       worst = ms;
