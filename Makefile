@@ -63,7 +63,7 @@ vpath %.pod $(sort $(dir $(MAN_POD)))
         install uninstall clean fuzz man modules deb
 .DELETE_ON_ERROR:
 
-all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient man
+all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver man
 
 man: $(MAN_PAGES)
 $(B)/man/man1/%.1: %.pod
@@ -87,6 +87,10 @@ $(BRIDGE_SO): $(BRIDGE_OBJ) $(COMMON_LIB)
 $(B)/filters/rdma/nbdkit-gmblock-rdma-filter.so: LIBS += $(RDMA_LIBS) -lpci
 # A misbehaving RDMA client for the lab (tests/vm/scenarios/rdma-malformed.sh).
 $(B)/tests/rdma-badclient: tests/rdma-badclient.c $(COMMON_LIB)
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) $(RDMA_LIBS)
+# ... and a misbehaving RDMA server for the bridge (rdma-badserver.sh).
+$(B)/tests/rdma-badserver: tests/rdma-badserver.c $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) $(RDMA_LIBS)
 
@@ -187,7 +191,7 @@ uninstall:
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
-	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver
 	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
 	rm -rf $(B)/man
 	rm -rf .build-sanitize

@@ -624,6 +624,22 @@ gm_rp_conn_take_welcome (struct gm_rp_conn *c, const void *buf, size_t len,
   return 0;
 }
 
+int
+gm_rp_take_refusal (const void *buf, size_t len, struct gm_rp_welcome *w,
+                    char *why, size_t whylen)
+{
+  if (gm_rp_decode_welcome (buf, len, w, why, whylen))
+    return -1;
+  if (w->magic != GM_RP_WELCOME_MAGIC)
+    return say (-1, why, whylen, "bad welcome magic 0x%08x", w->magic);
+  if (w->error == 0)
+    return say (-1, why, whylen, "a rejection whose welcome has no error");
+  if (!reason_ok (w->reason))
+    return say (-1, why, whylen,
+                "refusal: reason not printable and NUL-padded");
+  return 0;
+}
+
 static struct gm_rp_request *
 find (struct gm_rp_conn *c, uint64_t handle)
 {

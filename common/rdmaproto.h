@@ -268,6 +268,13 @@ int gm_rp_conn_hello (struct gm_rp_conn *c, uint16_t credits,
 /* Client: the server's answer.  0: READY, c->lim holds the limits. */
 int gm_rp_conn_take_welcome (struct gm_rp_conn *c, const void *buf, size_t len,
                              char *why, size_t whylen);
+/* Client: the private data of a rejected connect request.  0: a
+ * well-formed refusal (magic, a nonzero error, a printable NUL-padded
+ * reason, which may then be printed), in *w; -1 with why set: anything
+ * else (the reason is the server's, and goes to the client's log).
+ */
+int gm_rp_take_refusal (const void *buf, size_t len, struct gm_rp_welcome *w,
+                        char *why, size_t whylen);
 
 /* Either side: a request goes in flight.  Needs READY and a free
  * credit, and a handle not already in flight.  DISCONNECT takes no

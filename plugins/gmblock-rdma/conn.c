@@ -243,16 +243,23 @@ cm_wait (struct conn *c, enum rdma_cm_event_type want,
   if ((*ev)->event == RDMA_CM_EVENT_REJECTED && want == RDMA_CM_EVENT_ESTABLISHED
       && (*ev)->param.conn.private_data_len) {
     struct gm_rp_welcome w;
-    char why[160];
-    if (gm_rp_decode_welcome ((*ev)->param.conn.private_data,
-                              (*ev)->param.conn.private_data_len, &w,
-                              why, sizeof why) == 0 && w.error) {
+    char why[100];
+    /* The reason is printed only once checked: it is the server's,
+     * maybe without its NUL, maybe with a line of its own for our log. */
+    if (gm_rp_take_refusal ((*ev)->param.conn.private_data,
+                            (*ev)->param.conn.private_data_len, &w,
+                            why, sizeof why) == 0) {
       nbdkit_error (NAME ": %s:%s refused the connection: %s (error %u)",
                     server.host, server.port, w.reason, w.error);
       c->refused = true;
       rdma_ack_cm_event (*ev);
       return -1;
     }
+    snprintf (c->why, sizeof c->why, "rejected (status %d) with a malformed "
+              "refusal: %s", (*ev)->status, why);
+    nbdkit_debug (NAME ": %s:%s: %s", server.host, server.port, c->why);
+    rdma_ack_cm_event (*ev);
+    return -1;
   }
   snprintf (c->why, sizeof c->why, "%s (status %d) while waiting for %s",
             rdma_event_str ((*ev)->event), (*ev)->status,

@@ -331,8 +331,15 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
                             &sv_hello, NULL, 0);
       break;
     case WELCOME:
-      if (len)
+      if (len) {
+        /* The same bytes as a rejection's: a refusal that passes has a
+         * reason the bridge may print with %s. */
+        struct gm_rp_welcome rf;
+        if (gm_rp_take_refusal (msg, len, &rf, why, sizeof why) == 0)
+          ASSERT (rf.error && strnlen (rf.reason, GM_RP_REASON_LEN)
+                  < GM_RP_REASON_LEN);
         ret = gm_rp_conn_take_welcome (&cl, msg, len, why, sizeof why);
+      }
       else if (welcome_len)
         ret = gm_rp_conn_take_welcome (&cl, welcome_b, welcome_len,
                                        why, sizeof why);

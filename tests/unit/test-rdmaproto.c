@@ -1027,6 +1027,62 @@ test_goodbye (void)
   CHECK (cl.state == GM_RP_FAILED);
 }
 
+/* A rejection's private data, as the bridge reads it before printing
+ * the reason: only a well-formed refusal passes.  The reason is the
+ * server's; it went to the log unchecked, read past its 48 bytes when
+ * it had no NUL and could forge log lines.
+ */
+static void
+test_refusal (void)
+{
+  uint8_t reject[148] = { 0 };  /* a CM reject's private data */
+  struct gm_rp_welcome w, got;
+
+  gm_rp_welcome_refusal (&w, GM_RP_ENOSPC, "too many clients");
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == 0);
+  CHECK (got.error == GM_RP_ENOSPC);
+  CHECK (strcmp (got.reason, "too many clients") == 0);
+  CHECK (gm_rp_take_refusal (reject, GM_RP_WELCOME_SIZE, &got,
+                             why, sizeof why) == 0);
+
+  /* 48 bytes of reason and no NUL: printed with %s it runs on. */
+  memset (w.reason, 'x', GM_RP_REASON_LEN);
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == -1);
+  CHECK_WHY ("refusal: reason not printable and NUL-padded");
+  /* A line of its own in the bridge's log. */
+  gm_rp_welcome_refusal (&w, GM_RP_EINVAL, "");
+  strcpy (w.reason, "x\nnbdkit: error: forged");
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == -1);
+  CHECK_WHY ("refusal: reason not printable and NUL-padded");
+  /* Bytes after the first NUL. */
+  gm_rp_welcome_refusal (&w, GM_RP_EINVAL, "ok");
+  w.reason[10] = 'y';
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == -1);
+
+  /* Not a refusal: no error, another magic, short, nonzero padding. */
+  gm_rp_welcome_refusal (&w, 0, "fine");
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == -1);
+  CHECK_WHY ("a rejection whose welcome has no error");
+  gm_rp_welcome_refusal (&w, GM_RP_EINVAL, "fine");
+  w.magic = GM_RP_HELLO_MAGIC;
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == -1);
+  CHECK_WHY ("bad welcome magic 0x48524d47");
+  w.magic = GM_RP_WELCOME_MAGIC;
+  gm_rp_encode_welcome (&w, reject);
+  CHECK (gm_rp_take_refusal (reject, GM_RP_WELCOME_SIZE - 1, &got,
+                             why, sizeof why) == -1);
+  CHECK_WHY ("a welcome is 96 bytes, got 95");
+  reject[sizeof reject - 1] = 1;
+  CHECK (gm_rp_take_refusal (reject, sizeof reject, &got, why, sizeof why) == -1);
+  CHECK_WHY ("padding after the welcome is not zero");
+}
+
 int
 main (void)
 {
@@ -1041,5 +1097,6 @@ main (void)
   test_requests ();
   test_versions ();
   test_goodbye ();
+  test_refusal ();
   UNIT_DONE ();
 }
