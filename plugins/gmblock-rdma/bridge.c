@@ -49,7 +49,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_ODP_HITS, "odp_hits", "pieces whose buffer an ODP MR already covered"),
   GM_COUNTER (BC_ODP_MISSES, "odp_misses", "ODP registrations made"),
   GM_COUNTER (BC_POOL_WAITS, "pool_waits", "pieces that found no free bounce buffer"),
-  GM_COUNTER (BC_CREDIT_WAITS, "credit_waits", "requests that waited for a free credit"),
+  GM_COUNTER (BC_CREDIT_WAITS, "credit_waits", "pieces that found no free credit"),
   GM_COUNTER (BC_ERRORS, "error_replies", "requests the server answered with an error"),
   GM_COUNTER (BC_TRANSPORT_ERRORS, "transport_errors", "NBD requests failed with EIO: the connection broke, or could not be made"),
   GM_COUNTER (BC_RETRIES, "retries", "idempotent requests retried after a reconnect"),
@@ -268,6 +268,9 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
   struct gm_uf_ack ack = { 0 };
   unsigned head = 0, n = 0;
   int res = 0;
+  /* The piece being sent waited for a credit, for a bounce buffer:
+   * each counted once, however many times it tries again. */
+  bool credit_waited = false, pool_waited = false;
 
   if (data && count == 0)
     return 0;
@@ -277,15 +280,19 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     uint32_t len = data && count > max ? max : count;
     struct gm_rp_request r = { .op = op, .flags = flags, .length = len,
                                .offset = offset };
+    bool waited = false;
     int e;
 
-    p->slot = conn_reserve (c, n == 0);
+    p->slot = conn_reserve (c, n == 0, &waited);
+    if ((waited || p->slot == -2) && !credit_waited) {
+      COUNT (BC_CREDIT_WAITS, 1);
+      credit_waited = true;
+    }
     if (p->slot == -1 || p->slot == CONN_UNSERVED) {
       res = worse (res, p->slot);
       break;
     }
     if (p->slot == -2) {
-      COUNT (BC_CREDIT_WAITS, 1);
       collect (c, &win[head], op, &res);
       head = (head + 1) % GM_RP_MAX_CREDITS;
       n--;
@@ -294,7 +301,9 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     if (data) {
       p->user = buf;
       if (mem_get (buf, len, false, &p->b) == -1) {
-        COUNT (BC_POOL_WAITS, 1);
+        if (!pool_waited)
+          COUNT (BC_POOL_WAITS, 1);
+        pool_waited = true;
         if (n > 0) {
           conn_unreserve (c, p->slot);
           collect (c, &win[head], op, &res);
@@ -324,7 +333,9 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
       break;
     }
     n++;
-    buf += len;
+    credit_waited = pool_waited = false;
+    if (data)
+      buf += len;
     count -= len;
     offset += len;
   } while (data && count > 0 && res == 0);
@@ -563,14 +574,21 @@ extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
   struct buf_ref b;
   uint32_t n = 0, len = (one ? 1 : EXTENTS_MAX) * GM_RP_EXTENT_SIZE;
   uint64_t pos = offset;
+  bool waited = false;
   char why[160];
   int slot, e;
 
-  if ((slot = conn_reserve (c, true)) < 0)
+  slot = conn_reserve (c, true, &waited);
+  if (waited)
+    COUNT (BC_CREDIT_WAITS, 1);
+  if (slot < 0)
     return -1;
   if (len > mem_max_request ())
     len = mem_max_request () / GM_RP_EXTENT_SIZE * GM_RP_EXTENT_SIZE;
-  mem_get_bounce (len, true, &b);
+  if (mem_get_bounce (len, false, &b) == -1) {
+    COUNT (BC_POOL_WAITS, 1);
+    mem_get_bounce (len, true, &b);   /* len fits the pool: it waits */
+  }
   r.addr = (uintptr_t) b.addr;
   r.rkey = b.rkey;
   r.buf_len = len;

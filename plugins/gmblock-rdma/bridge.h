@@ -86,12 +86,13 @@ void conn_close (struct conn *c);
 const struct gm_rp_limits *conn_limits (const struct conn *c);
 unsigned conn_credits (const struct conn *c);
 /* Reserve a request slot.  wait (the caller has nothing in flight):
- * reconnect if the connection is dead, and wait for a free slot.
+ * reconnect if the connection is dead, and wait for a free slot
+ * (*waited set true when it did; the caller counts credit_waits).
  * Returns the slot, -1 (the connection is dead, or cannot be made),
  * CONN_UNSERVED (without wait: dead after the server's goodbye, or the
  * server shutting down) or, without wait, -2 when no slot is free.
  */
-int conn_reserve (struct conn *c, bool wait);
+int conn_reserve (struct conn *c, bool wait, bool *waited);
 void conn_unreserve (struct conn *c, int slot);
 /* Send r on slot (its handle is set here).  0, or the slot is given
  * back and: a positive errno (refused locally), -1 (transport),

@@ -852,7 +852,7 @@ completion_thread (void *arg)
 /* ---- Requests. */
 
 int
-conn_reserve (struct conn *c, bool wait)
+conn_reserve (struct conn *c, bool wait, bool *waited)
 {
   int r = -1;
   unsigned given_up;
@@ -919,7 +919,9 @@ conn_reserve (struct conn *c, bool wait)
     r = -2;
     if (!wait)
       break;
-    COUNT (BC_CREDIT_WAITS, 1);
+    /* Counted by the caller, once: every slot given back wakes all
+     * waiters, and most find none free again. */
+    *waited = true;
     pthread_cond_wait (&c->free_cv, &c->m);
   }
   pthread_mutex_unlock (&c->m);
