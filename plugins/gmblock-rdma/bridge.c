@@ -353,16 +353,34 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
 }
 
 /* 0, or -1 with nbdkit's error set from e (a positive errno, or -1:
- * the transport failed, EIO).
+ * the transport failed, EIO), and said: which request, and why (the
+ * connection's messages name no request, and the server's errors
+ * were not said at all).
  */
 static int
-outcome (int e)
+outcome (int e, uint8_t op, uint16_t flags, uint32_t count, uint64_t offset)
 {
+  const char *name = gm_rp_op_name (op);
+
   if (e == 0)
     return 0;
-  if (e < 0)
+  if (e < 0) {
     COUNT (BC_TRANSPORT_ERRORS, 1);
-  nbdkit_set_error (e < 0 ? EIO : e);
+    nbdkit_error (NAME ": %s at %" PRIu64 " length %" PRIu32 ": %s", name,
+                  offset, count, e == CONN_UNSERVED
+                  ? "not served by a server that shut down, and not by one "
+                  "after it: failed with EIO"
+                  : "the connection to the server failed: failed with EIO "
+                  "(see above)");
+    e = EIO;
+  }
+  else if (!(e == ENOTSUP && (flags & GM_RP_FLAG_FAST_ZERO))) {
+    /* ENOTSUP to a fast zero is an answer, not a failure. */
+    errno = e;                  /* the server's answer, mostly */
+    nbdkit_error (NAME ": %s at %" PRIu64 " length %" PRIu32 ": %m", name,
+                  offset, count);
+  }
+  nbdkit_set_error (e);
   return -1;
 }
 
@@ -403,7 +421,7 @@ request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
   do
     e = run (c, op, flags, buf, count, offset);
   while (again (e, idempotent, &resends, &retried));
-  return outcome (e);
+  return outcome (e, op, flags, count, offset);
 }
 
 static int64_t
@@ -622,7 +640,7 @@ bridge_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
   do
     e = extents_once (handle, count, offset, one, ex);
   while (again (e, true, &resends, &retried));
-  return outcome (e);
+  return outcome (e, GM_RP_BLOCK_STATUS, 0, count, offset);
 }
 
 static struct nbdkit_plugin plugin = {

@@ -3,14 +3,18 @@
 # 16 requests in flight has at most as many credit_waits as pieces sent
 # (every slot given back wakes every waiter, and each one that found
 # none free again counted once more: thousands), and one with a pool of
-# one piece under 16 credits at most as many pool_waits.
+# one piece under 16 credits at most as many pool_waits. A request that
+# fails says which one and why: a READ the server answers EIO (nbdkit's
+# error filter below gmblock-rdma), and one whose server is gone.
 # lab-disks: virtio:64M
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair
 must head -c 16M /dev/urandom >"$LAB_RUN/a.img"
-serve srv 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1
+trig=$LAB_RUN/fail-reads
+serve srv 10809 /dev/vda --filter=gmblock-rdma --filter=error -- \
+    rdma=10.77.0.1 error-pread=EIO error-pread-rate=100% error-pread-file="$trig"
 
 # waits_at_most BRIDGE COUNTER: COUNTER of BRIDGE's stats is at most
 # its requests (pieces sent).
@@ -41,5 +45,30 @@ stop tiny
 waits_at_most tiny pool_waits
 counter_above pool_waits "$(rdma_counter tiny.stats pool_waits)" 0 "a one-piece pool makes pieces wait"
 
-stop srv
+step "a READ the server fails says which"
+bridge br 10.77.0.1
+must touch "$trig"
+python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/br.sock" -c "h.pread(4096, 8192)" \
+    >"$LAB_OUT/eio.out" 2>&1 && fail "the READ succeeded with the server's reads failing"
+rm -f "$trig"
+grep "READ at 8192 length 4096" "$LAB_OUT/br.nbdkit.log" ||
+    fail "the bridge did not say which READ failed: $(tail -3 "$LAB_OUT/br.nbdkit.log")"
+grep -q "READ at 8192 length 4096: Input/output error" "$LAB_OUT/br.nbdkit.log" ||
+    fail "the bridge did not say why the READ failed"
+step "a READ whose server is gone says which"
+python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/br.sock" -c "
+import os, time
+h.pread(4096, 0)
+open('$LAB_RUN/held', 'w').close()
+while not os.path.exists('$LAB_RUN/go'):
+    time.sleep(0.1)
+h.pread(4096, 12288)" >"$LAB_OUT/gone.out" 2>&1 &
+holder=$!
+await_file "$LAB_RUN/held" $holder 60 "the holder did not read before the kill: $(cat "$LAB_OUT/gone.out")"
+stop srv KILL
+touch "$LAB_RUN/go"
+wait $holder && fail "the READ succeeded with the server gone"
+grep "READ at 12288 length 4096: the connection to the server failed" "$LAB_OUT/br.nbdkit.log" ||
+    fail "the bridge did not say which READ failed with the server gone: $(tail -3 "$LAB_OUT/br.nbdkit.log")"
+stop br
 echo "rdma-bridge-report: all checks passed"
