@@ -276,7 +276,12 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     return 0;
   do {
     struct piece *p = &win[(head + n) % GM_RP_MAX_CREDITS];
-    uint32_t max = conn_limits (c)->max_request;
+    const struct gm_rp_limits *l = conn_limits (c);
+    /* Whole minimum blocks, as the client's request (the max request
+     * asked, min(4M, pool=), and so the one granted, may be any size):
+     * a piece off the block grid costs the server a read-modify-write
+     * at each seam, or an EINVAL from a stack that enforces it. */
+    uint32_t max = l->max_request - l->max_request % l->min_block;
     uint32_t len = data && count > max ? max : count;
     struct gm_rp_request r = { .op = op, .flags = flags, .length = len,
                                .offset = offset };

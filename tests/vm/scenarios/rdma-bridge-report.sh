@@ -3,14 +3,19 @@
 # 16 requests in flight has at most as many credit_waits as pieces sent
 # (every slot given back wakes every waiter, and each one that found
 # none free again counted once more: thousands), and one with a pool of
-# one piece under 16 credits at most as many pool_waits. A request that
-# fails says which one and why: a READ the server answers EIO (nbdkit's
+# one piece under 16 credits at most as many pool_waits. A bridge whose
+# pool (100000 bytes) makes an odd max request cuts requests on the
+# server's 4096-byte block grid all the same: the server (an NVMe
+# namespace of 4096-byte blocks) does no read-modify-write. A request
+# that fails says which one and why: a READ the server answers EIO (nbdkit's
 # error filter below gmblock-rdma), and one whose server is gone.
-# lab-disks: virtio:64M
+# lab-disks: virtio:64M nvme:64M:lbs=4096
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
-load virtio_blk
+load virtio_blk nvme
 rxe_pair
+for i in $(seq 50); do [ -b /dev/nvme0n1 ] && break; sleep 0.2; done
+[ "$(blockdev --getss /dev/nvme0n1)" = 4096 ] || fail "/dev/nvme0n1 does not have 4096-byte logical blocks"
 must head -c 16M /dev/urandom >"$LAB_RUN/a.img"
 trig=$LAB_RUN/fail-reads
 serve srv 10809 /dev/vda --filter=gmblock-rdma --filter=error -- \
@@ -44,6 +49,21 @@ cmp -n $((16 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" || fail "pool=64K: data
 stop tiny
 waits_at_most tiny pool_waits
 counter_above pool_waits "$(rdma_counter tiny.stats pool_waits)" 0 "a one-piece pool makes pieces wait"
+
+step "pool=100000: pieces on the server's 4096-byte grid"
+serve srv4k 10811 /dev/nvme0n1 --filter=gmblock-rdma -- rdma=10.77.0.1:10820
+bridge odd 10.77.0.1:10820 pool=100000
+min=$(nbdinfo --json "nbd+unix:///?socket=$LAB_RUN/odd.sock" |
+      sed -n 's/.*"block_size_minimum": *\([0-9]*\).*/\1/p')
+[ "$min" = 4096 ] || fail "the bridge advertises minimum block size '$min', not the server's 4096"
+must nbdcopy --requests=16 "$LAB_RUN/a.img" "nbd+unix:///?socket=$LAB_RUN/odd.sock"
+must nbdcopy --requests=16 "nbd+unix:///?socket=$LAB_RUN/odd.sock" "$LAB_RUN/out.img"
+cmp -n $((16 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/out.img" || fail "pool=100000: data differs"
+stop odd
+stop srv4k
+rmw=$(counter srv4k rmw_bytes)
+echo "server: rmw_bytes = ${rmw:-?}, bridge requests = $(rdma_counter odd.stats requests)"
+[ "${rmw:-x}" = 0 ] || fail "4096-aligned NBD requests cost the server ${rmw:-?} bytes of read-modify-write: the bridge cut them off its block grid"
 
 step "a READ the server fails says which"
 bridge br 10.77.0.1
