@@ -235,7 +235,9 @@ cm_wait (struct conn *c, enum rdma_cm_event_type want,
     return -1;
   }
   if (r < 0 || rdma_get_cm_event (c->ch, ev)) {
-    nbdkit_error (NAME ": rdma_get_cm_event: %m");
+    nbdkit_error (NAME ": %s:%s: %s while waiting for %s: %m", server.host,
+                  server.port, r < 0 ? "poll" : "rdma_get_cm_event",
+                  rdma_event_str (want));
     return -1;
   }
   if ((*ev)->event == want)
@@ -276,7 +278,11 @@ post_recv (struct conn *c, unsigned i)
                          .length = RECV_SIZE, .lkey = c->msg_mr->lkey };
   struct ibv_recv_wr wr = { .wr_id = WR_RECV | (i << 1), .sg_list = &sge,
                             .num_sge = 1 }, *bad;
-  return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
+  int e = ibv_post_recv (c->id->qp, &wr, &bad);
+
+  if (e)
+    errno = e;                  /* returned, not set: for %m */
+  return e ? -1 : 0;
 }
 
 static void *completion_thread (void *arg);
@@ -293,7 +299,7 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
   char why[200];
 
   if (mem_attach (v, why, sizeof why) == -1) {
-    nbdkit_error (NAME ": %s", why);
+    nbdkit_error (NAME ": %s:%s: %s", server.host, server.port, why);
     return -1;
   }
   c->cc = ibv_create_comp_channel (v);
@@ -302,12 +308,16 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
   c->msg_mr = ibv_reg_mr (mem_pd (), c->msgs, msgs_size (),
                           IBV_ACCESS_LOCAL_WRITE);
   if (c->cq == NULL || c->msg_mr == NULL) {
-    nbdkit_error (NAME ": cannot allocate verbs resources: %m");
+    nbdkit_error (NAME ": %s:%s: cannot allocate verbs resources: %m",
+                  server.host, server.port);
     return -1;
   }
   if (fcntl (c->cc->fd, F_SETFL, fcntl (c->cc->fd, F_GETFL) | O_NONBLOCK) ||
-      fcntl (c->ch->fd, F_SETFL, fcntl (c->ch->fd, F_GETFL) | O_NONBLOCK))
+      fcntl (c->ch->fd, F_SETFL, fcntl (c->ch->fd, F_GETFL) | O_NONBLOCK)) {
+    nbdkit_error (NAME ": %s:%s: fcntl O_NONBLOCK: %m", server.host,
+                  server.port);
     return -1;
+  }
   memset (&qa, 0, sizeof qa);
   qa.send_cq = qa.recv_cq = c->cq;
   qa.qp_type = IBV_QPT_RC;
@@ -315,12 +325,14 @@ make_qp (struct conn *c, struct rdma_conn_param *cp)
   qa.cap.max_recv_wr = NRECV;
   qa.cap.max_send_sge = qa.cap.max_recv_sge = 1;
   if (rdma_create_qp (c->id, mem_pd (), &qa)) {
-    nbdkit_error (NAME ": rdma_create_qp: %m");
+    nbdkit_error (NAME ": %s:%s: rdma_create_qp: %m", server.host,
+                  server.port);
     return -1;
   }
   for (unsigned i = 0; i < NRECV; i++)
     if (post_recv (c, i) == -1) {
-      nbdkit_error (NAME ": ibv_post_recv: %m");
+      nbdkit_error (NAME ": %s:%s: ibv_post_recv: %m", server.host,
+                    server.port);
       return -1;
     }
   /* The server RDMA-READs our writes, several at once when pipelined. */
@@ -369,7 +381,8 @@ connect_server (struct conn *c)
     goto fail;
   rdma_ack_cm_event (ev);
   if (rdma_resolve_route (c->id, TIMEOUT_MS)) {
-    nbdkit_error (NAME ": rdma_resolve_route: %m");
+    nbdkit_error (NAME ": %s:%s: rdma_resolve_route: %m", server.host,
+                  server.port);
     goto fail;
   }
   if (cm_wait (c, RDMA_CM_EVENT_ROUTE_RESOLVED, &ev) == -1)
@@ -379,14 +392,14 @@ connect_server (struct conn *c)
     goto fail;
   if (gm_rp_conn_hello (&c->rp, opt_credits, mem_max_request (), &hello,
                         why, sizeof why) == -1) {
-    nbdkit_error (NAME ": %s", why);
+    nbdkit_error (NAME ": %s:%s: hello: %s", server.host, server.port, why);
     goto fail;
   }
   gm_rp_encode_hello (&hello, hmsg);
   cp.private_data = hmsg;
   cp.private_data_len = sizeof hmsg;
   if (rdma_connect (c->id, &cp)) {
-    nbdkit_error (NAME ": rdma_connect: %m");
+    nbdkit_error (NAME ": %s:%s: rdma_connect: %m", server.host, server.port);
     goto fail;
   }
   if (cm_wait (c, RDMA_CM_EVENT_ESTABLISHED, &ev) == -1)
@@ -403,8 +416,12 @@ connect_server (struct conn *c)
   if (c->ever && (c->rp.lim.size != c->lim.size ||
                    c->rp.lim.flags != c->lim.flags ||
                    c->rp.lim.max_request != c->lim.max_request)) {
-    nbdkit_error (NAME ": the export changed (size, flags or max request) "
-                  "across a reconnect");
+    nbdkit_error (NAME ": %s:%s: the export changed across a reconnect: "
+                  "size %" PRIu64 " -> %" PRIu64 ", flags 0x%x -> 0x%x, max "
+                  "request %" PRIu32 " -> %" PRIu32, server.host, server.port,
+                  c->lim.size, c->rp.lim.size, c->lim.flags, c->rp.lim.flags,
+                  c->lim.max_request, c->rp.lim.max_request);
+    c->refused = true;          /* trying again finds the same export */
     goto fail;
   }
   /* Others read these under the lock (conn_reserve waits meanwhile).
@@ -419,8 +436,9 @@ connect_server (struct conn *c)
   c->progress = now ();
   pthread_mutex_unlock (&c->m);
   check_instance (c);
-  if (pthread_create (&c->thread, NULL, completion_thread, c)) {
-    nbdkit_error (NAME ": pthread_create: %m");
+  if ((errno = pthread_create (&c->thread, NULL, completion_thread, c))) {
+    nbdkit_error (NAME ": %s:%s: pthread_create: %m", server.host,
+                  server.port);
     pthread_mutex_lock (&c->m);
     c->dead = true;
     pthread_mutex_unlock (&c->m);
@@ -445,9 +463,10 @@ connect_server (struct conn *c)
 }
 
 /* connect_server, tried CONNECT_TRIES times over about 4.5 s unless
- * the server refused: a connect request is rejected (status 8) while
- * nobody listens, when the server (re)starts, and also while its
- * listener is busy (freeing clients that just left, under load).
+ * the server refused, or serves another export now: a connect request
+ * is rejected (status 8) while nobody listens, when the server
+ * (re)starts, and also while its listener is busy (freeing clients
+ * that just left, under load).
  * After a shutdown the server is restarting, most likely (patient):
  * about 30 s.
  */
@@ -976,7 +995,8 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
     goto out;
   }
   if (e == -1) {
-    nbdkit_error (NAME ": %s", why);
+    nbdkit_error (NAME ": %s at %" PRIu64 " length %" PRIu32 ": %s",
+                  gm_rp_op_name (r->op), r->offset, r->length, why);
     broken (c, why);
     goto out;
   }

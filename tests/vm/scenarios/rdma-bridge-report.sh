@@ -8,7 +8,8 @@
 # server's 4096-byte block grid all the same: the server (an NVMe
 # namespace of 4096-byte blocks) does no read-modify-write. A request
 # that fails says which one and why: a READ the server answers EIO (nbdkit's
-# error filter below gmblock-rdma), and one whose server is gone.
+# error filter below gmblock-rdma), one whose server is gone, and one
+# whose reconnect finds an export of another size (which one).
 # lab-disks: virtio:64M nvme:64M:lbs=4096
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
@@ -77,18 +78,46 @@ grep -q "READ at 8192 length 4096: Input/output error" "$LAB_OUT/br.nbdkit.log" 
     fail "the bridge did not say why the READ failed"
 step "a READ whose server is gone says which"
 python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/br.sock" -c "
-import os, time
+import os, time, nbd
+def wait(f):
+    while not os.path.exists('$LAB_RUN/' + f):
+        time.sleep(0.1)
 h.pread(4096, 0)
 open('$LAB_RUN/held', 'w').close()
-while not os.path.exists('$LAB_RUN/go'):
-    time.sleep(0.1)
-h.pread(4096, 12288)" >"$LAB_OUT/gone.out" 2>&1 &
+wait('go')
+try:
+    h.pread(4096, 12288)
+    print('read 1 ok', flush=True)
+except nbd.Error as e:
+    print('read 1 failed:', e, flush=True)
+open('$LAB_RUN/failed1', 'w').close()
+wait('go2')
+try:
+    h.pread(4096, 0)
+    print('read 2 ok', flush=True)
+except nbd.Error as e:
+    print('read 2 failed:', e, flush=True)" >"$LAB_OUT/gone.out" 2>&1 &
 holder=$!
 await_file "$LAB_RUN/held" $holder 60 "the holder did not read before the kill: $(cat "$LAB_OUT/gone.out")"
 stop srv KILL
 touch "$LAB_RUN/go"
-wait $holder && fail "the READ succeeded with the server gone"
+await_file "$LAB_RUN/failed1" $holder 120 "the holder's READ did not end: $(cat "$LAB_OUT/gone.out")"
+grep -q "read 1 failed" "$LAB_OUT/gone.out" && ! grep -q "read 1 ok" "$LAB_OUT/gone.out" ||
+    fail "the READ did not fail with the server gone: $(cat "$LAB_OUT/gone.out")"
 grep "READ at 12288 length 4096: the connection to the server failed" "$LAB_OUT/br.nbdkit.log" ||
     fail "the bridge did not say which READ failed with the server gone: $(tail -3 "$LAB_OUT/br.nbdkit.log")"
+step "a server of another size: the reconnect says what changed"
+serve other 10809 "$LAB_RUN/a.img" --filter=gmblock-rdma -- rdma=10.77.0.1 direct=false
+touch "$LAB_RUN/go2"
+wait $holder
+cat "$LAB_OUT/gone.out"
+grep -q "read 2 failed" "$LAB_OUT/gone.out" || fail "a READ succeeded from an export of another size"
+grep "the export changed across a reconnect: size $((64 << 20)) -> $((16 << 20))" "$LAB_OUT/br.nbdkit.log" ||
+    fail "the bridge did not say what changed: $(grep -i changed "$LAB_OUT/br.nbdkit.log")"
+# Once for the READ, once for its retry: connecting again finds the
+# same export (it tried 6 times each).
+[ "$(grep -c "the export changed" "$LAB_OUT/br.nbdkit.log")" = 2 ] ||
+    fail "the changed export was connected to $(grep -c "the export changed" "$LAB_OUT/br.nbdkit.log") times for one READ and its retry"
+stop other
 stop br
 echo "rdma-bridge-report: all checks passed"
