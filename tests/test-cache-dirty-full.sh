@@ -8,7 +8,9 @@
 # directly and fails or succeeds on its own merits (it used to be
 # acknowledged without being stored anywhere: silent loss).  The dirty blocks
 # still read back as written; once the disk heals, a flush writes them
-# all and the disk holds exactly what the clients wrote.
+# all and the disk holds exactly what the clients wrote.  The counters
+# tell the truth meanwhile: a dirty eviction whose write-back failed made
+# no room and is not a dirty_eviction (ten reads counted ten before).
 . "$(dirname "$0")/functions.sh"
 cd "$T"
 
@@ -73,3 +75,27 @@ cc () { awk -v k="gmblock-cache.$1" '$1 == k { print $2 }' "$T/df.stats"; }
 [[ $(cc errors) -gt 0 && $(cc no_slot) -gt 0 ]] ||
     { cat "$T/df.stats" >&2; fail "errors=$(cc errors) no_slot=$(cc no_slot): the test did not exercise a full dirty cache"; }
 info "full dirty cache, disk failing: healthy reads and prefetch served below; errors=$(cc errors) no_slot=$(cc no_slot)"
+
+# Counters with the disk still broken: ten reads, each of which tried to
+# evict a dirty block and failed, wrote nothing back.
+cp "$T/base" "$T/disk.img"
+touch "$T/broken"
+start_server dc --filter=gmblock-cache --filter=error gmblock \
+    file="$T/disk.img" cache-mode=writeback cache-size=64K \
+    cache-block-size=4K writeback-interval=3600 \
+    error-pwrite-rate=100% error-pwrite-file="$T/broken" \
+    cache-stats="$T/dc.stats"
+nbdsh -u "$(uri dc)" -c "
+new = open('$T/new', 'rb').read()
+for i in range(16):
+    h.pwrite(new[i * 4096:(i + 1) * 4096], i * 4096)
+for i in range(10):
+    h.pread(4096, (1 << 20) + i * 65536)
+"
+stop_server dc                  # status 1: the 16 blocks are lost
+dc () { awk -v k="gmblock-cache.$1" '$1 == k { print $2 }' "$T/dc.stats"; }
+[[ $(dc no_slot) -ge 10 && $(dc writebacks) == 0 ]] ||
+    { cat "$T/dc.stats" >&2; fail "no_slot=$(dc no_slot) writebacks=$(dc writebacks): the reads did not meet a full dirty cache"; }
+[[ $(dc dirty_evictions) == 0 ]] ||
+    { cat "$T/dc.stats" >&2; fail "dirty_evictions=$(dc dirty_evictions) although no dirty block was written back"; }
+info "disk broken: no_slot=$(dc no_slot), dirty_evictions=0, writebacks=0"

@@ -214,9 +214,10 @@ take_slot (struct shard *sh, uint32_t *out, int *err)
       CCOUNT (CS_EVICTIONS, 1);
     }
     else if ((v = gm_2q_victim (&sh->q, idle, sh, VICTIM_SCAN)) != NONE) {
-      CCOUNT (CS_DIRTY_EVICTIONS, 1);
       if (stripe_wb_evict (sh, sh->base + v, err) == -1)
         return FAILED;
+      /* Counted once written back: a failed attempt made no room. */
+      CCOUNT (CS_DIRTY_EVICTIONS, 1);
       return RETRY;
     }
     else {
