@@ -29,6 +29,9 @@ start_fails aw 'gmblock-cache:' 'adaptive-writes=sometimes' 'around or back' \
     -- $c gmblock "$f" adaptive-writes=sometimes
 start_fails scan 'gmblock-cache:' 'adaptive-scan=0' 'must not be zero' -- $c gmblock "$f" adaptive-scan=0
 start_fails scan2 'gmblock-cache:' 'adaptive-scan=x' -- $c gmblock "$f" adaptive-scan=x
+# A value that does not parse is named for what is wrong with it (the
+# zero test used to read the size the parser had not set).
+start_fails scan3 'gmblock-cache:' 'adaptive-scan=1Q: unknown suffix' -- $c gmblock "$f" adaptive-scan=1Q
 # NaN passes both range checks of a naive parser; infinities and
 # out-of-range exponents must be refused too.
 for v in 0 -1 soon 7200 nan NaN -nan inf -inf infinity 1e999 0x1p99 ""; do

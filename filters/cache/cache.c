@@ -97,10 +97,13 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   if (strcmp (key, "adaptive-scan") == 0) {
-    if (gm_parse_size (value, &v, &why) == -1 || v == 0) {
+    /* v is set only when the value parses: test it only then. */
+    why = NULL;
+    if (gm_parse_size (value, &v, &why) == 0 && v == 0)
+      why = "must not be zero";
+    if (why) {
       nbdkit_error (CNAME ": adaptive-scan=%s: %s (expected a size such as "
-                    "4M: sequential runs this long are scans)", value,
-                    v == 0 ? "must not be zero" : why);
+                    "4M: sequential runs this long are scans)", value, why);
       return -1;
     }
     cfg.scan_bytes = v;
@@ -151,7 +154,7 @@ cache_config_complete (nbdkit_next_config_complete *next,
                        nbdkit_backend *nxdata)
 {
   uint64_t bs = cfg.block_size_set ? cfg.block_size : DEFAULT_BS;
-  char a[32], b[32];
+  char a[32], b[32], c[32];
 
   if (gm_stats_config_complete (&cstats_out) == -1)
     return -1;
@@ -162,23 +165,25 @@ cache_config_complete (nbdkit_next_config_complete *next,
     nbdkit_debug (CNAME ": adaptive-writes is only used with "
                   "cache-mode=adaptive");
   if (cfg.mode != MODE_BYPASS) {
+    /* The default size was given by no one: say it as a size. */
+    const char *sz = size_arg ? size_arg : gm_format_size (cfg.size, c,
+                                                           sizeof c);
     if (cfg.size / bs < MIN_BLOCKS) {
       nbdkit_error (CNAME ": cache-size=%s is too small: it holds %llu "
                     "blocks of %s, at least %d are needed (raise cache-size "
                     "or lower cache-block-size)",
-                    size_arg ? size_arg : gm_format_size (cfg.size, a, sizeof a),
-                    (unsigned long long) (cfg.size / bs),
+                    sz, (unsigned long long) (cfg.size / bs),
                     gm_format_size (bs, b, sizeof b), MIN_BLOCKS);
       return -1;
     }
     if (cfg.size > ram_bytes ()) {
       nbdkit_error (CNAME ": cache-size=%s is larger than RAM (%s)",
-                    size_arg, gm_format_size (ram_bytes (), a, sizeof a));
+                    sz, gm_format_size (ram_bytes (), a, sizeof a));
       return -1;
     }
     if ((uint64_t) (cfg.size / bs) >= UINT32_MAX / 2) {
       nbdkit_error (CNAME ": cache-size=%s: too many blocks of %s; raise "
-                    "cache-block-size", size_arg,
+                    "cache-block-size", sz,
                     gm_format_size (bs, b, sizeof b));
       return -1;
     }
