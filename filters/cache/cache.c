@@ -356,6 +356,23 @@ cache_close (void *handle)
   free (handle);
 }
 
+/* Every read, write and write-back goes through the shared context,
+ * whose size was fixed in .after_fork.  A plugin that sizes each
+ * connection anew (nbdkit's file plugin after the file grew) would let
+ * a client reach past it, and nbdkit aborts on a call out of range.
+ * Extents still use the client's own context: never show more than it
+ * has either (the file shrank).
+ */
+static int64_t
+cache_get_size (nbdkit_next *next, void *handle)
+{
+  int64_t r = next->get_size (next);
+
+  if (cfg.mode == MODE_BYPASS || r == -1 || lower.next == NULL)
+    return r;
+  return (uint64_t) r < lower.size ? r : (int64_t) lower.size;
+}
+
 static int
 cache_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
                   uint32_t *preferred, uint32_t *maximum)
@@ -430,6 +447,7 @@ static struct nbdkit_filter filter = {
   .unload = cache_unload,
   .open = cache_open,
   .close = cache_close,
+  .get_size = cache_get_size,
   .block_size = cache_block_size,
   .can_flush = cache_can_flush,
   .can_fua = cache_can_fua,
