@@ -246,7 +246,41 @@ cache_after_fork (nbdkit_backend *backend)
         lower.bpref <= MAX_BS && cfg.size / lower.bpref >= MIN_BLOCKS)
       cfg.block_size = lower.bpref;
   }
+  /* A fill and a write-back are one request of a whole block below:
+   * never larger than the layer below takes (0: it set no limit).
+   */
+  if (lower.bmax && cfg.block_size > lower.bmax) {
+    uint64_t bs = gm_next_power_of_2 (lower.bmax);
+    if (bs > lower.bmax)
+      bs /= 2;
+    if (cfg.block_size_set) {
+      nbdkit_error (CNAME ": cache-block-size=%s is larger than the largest "
+                    "request the layer below takes (%s): lower it",
+                    gm_format_size (cfg.block_size, a, sizeof a),
+                    gm_format_size (lower.bmax, b, sizeof b));
+      return -1;
+    }
+    if (bs < MIN_BS) {
+      nbdkit_error (CNAME ": the layer below takes requests of %s at most: "
+                    "the cache needs blocks of 4K at least",
+                    gm_format_size (lower.bmax, b, sizeof b));
+      return -1;
+    }
+    nbdkit_debug (CNAME ": blocks of %s: the layer below takes requests "
+                  "of %s at most", gm_format_size (bs, a, sizeof a),
+                  gm_format_size (lower.bmax, b, sizeof b));
+    cfg.block_size = bs;
+  }
   stripe_wb_geometry ();
+  if (cfg.block_size < lower.bmin) {
+    nbdkit_error (CNAME ": %s%s is smaller than the smallest request the "
+                  "layer below takes (%s): %s cache-block-size",
+                  cfg.block_size_set ? "cache-block-size=" : "a cache block of ",
+                  gm_format_size (cfg.block_size, a, sizeof a),
+                  gm_format_size (lower.bmin, b, sizeof b),
+                  cfg.block_size_set ? "raise" : "set");
+    return -1;
+  }
   if (lower.size == 0) {
     nbdkit_error (CNAME ": the export is empty: nothing to cache");
     return -1;

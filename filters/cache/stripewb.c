@@ -116,10 +116,14 @@ stripe_wb_start (void)
   if (swb.width == 0)
     return 0;
   swb.unit = swb.width / gcd (swb.width, bs) * bs;
-  if (swb.unit > MAX_UNIT || swb.offset % bs) {
+  /* A merged run is one write below, up to a unit long. */
+  if (swb.unit > MAX_UNIT || (lower.bmax && swb.unit > lower.bmax) ||
+      swb.offset % bs) {
     nbdkit_debug (CNAME ": stripe %s (%s): write-back block by block (%s)",
                   gm_format_size (swb.width, a, sizeof a), swb.source,
                   swb.unit > MAX_UNIT ? "stripes and blocks meet above 32M" :
+                  swb.offset % bs == 0 ?
+                  "stripes and blocks meet above the largest request below" :
                   "the export does not start on a block of the array");
     return 0;
   }
