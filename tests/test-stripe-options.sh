@@ -38,6 +38,7 @@ start_fails stripe_big 'full stripe of stripe-data-disks=4 x stripe-chunk=16M is
 start_fails chunk_export 'stripe-chunk=2M is larger than the export \(1M\)' -- --filter=gmblock-stripe memory 1M stripe-chunk=2M stripe-data-disks=2
 
 start_fails sysfs_missing 'stripe-sysfs=/nonexistent' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=/nonexistent
+start_fails sysfs_empty 'gmblock-stripe: stripe-sysfs= is empty' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=
 
 # The limits themselves are accepted.
 for ok in "stripe-chunk=512 stripe-data-disks=4096" "stripe-chunk=32M stripe-data-disks=1" \

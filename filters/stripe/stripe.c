@@ -84,6 +84,11 @@ sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   }
   if (strcmp (key, "stripe-sysfs") == 0) {
     char dev[4096];
+    if (*value == '\0') {
+      nbdkit_error (SNAME ": stripe-sysfs= is empty: expected a directory "
+                    "standing for /sys (it holds dev/block)");
+      return -1;
+    }
     if (set_path (&cfg.sysfs, value) == -1)
       return -1;
     snprintf (dev, sizeof dev, "%s/dev/block", cfg.sysfs);
