@@ -1,14 +1,18 @@
 #!/bin/sh
 # Install the Debian 12 packages gmblock needs to build, test and benchmark.
 # Usage: scripts/install-deps.sh [build|serve|deb|check|all]   (default: all)
+#        scripts/install-deps.sh --list [SET]   print the set's packages
 # Prints what it installs; needs root only when something is missing.
 set -e
 
 build="gcc make pkg-config perl nbdkit nbdkit-plugin-dev liburing-dev libpci-dev pci.ids libibverbs-dev librdmacm-dev"
 serve="$build libnbd-bin qemu-utils"
 debtools="debhelper dpkg-dev"   # make deb, and the test that builds the package
-check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc iproute2 valgrind clang libclang-rt-14-dev stress-ng systemd strace prometheus-node-exporter python3-prometheus-client"
+check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc iproute2 curl valgrind clang libclang-rt-14-dev stress-ng systemd strace prometheus-node-exporter python3-prometheus-client"
 lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client pciutils ibverbs-providers ibverbs-utils rdmacm-utils perftest"
+
+list=
+if [ "${1:-}" = --list ]; then list=1; shift; fi
 
 case "${1:-all}" in
     build) want="$build" ;;
@@ -18,6 +22,11 @@ case "${1:-all}" in
     all)   want="$check $lab" ;;
     *) echo "install-deps: unknown set '$1' (accepted: build, serve, deb, check, all)" >&2; exit 2 ;;
 esac
+
+if [ -n "$list" ]; then
+    printf '%s\n' $want
+    exit 0
+fi
 
 missing=
 for p in $want; do

@@ -1,0 +1,65 @@
+#!/bin/bash
+# Every tool a test requires (its `require` line), and every tool
+# scripts/serve.sh runs, comes from a Debian package that
+# scripts/install-deps.sh installs for `make check` (or `make serve`),
+# or one they depend on, or one every Debian 12 system has (Priority:
+# required).  A tool
+# that is only here by chance passes on this machine and fails
+# `make check` on a fresh one.
+. "$(dirname "$0")/functions.sh"
+command -v dpkg-query >/dev/null || skip "not a Debian system (no dpkg-query)"
+
+# A set's packages and everything they depend on (apt installs those).
+closure () {
+    # shellcheck disable=SC2046
+    echo " $(apt-cache depends --recurse --no-recommends --no-suggests \
+                 --no-conflicts --no-breaks --no-replaces --no-enhances \
+                 $("$top/scripts/install-deps.sh" --list "$1") 2>/dev/null |
+             grep -v '^ ' | sort -u | tr '\n' ' ') "
+}
+check_set=$(closure check)
+serve_set=$(closure serve)
+[[ $check_set == *" nbdkit "* ]] || fail "apt-cache depends gave no closure of the check set"
+
+# The package that holds PATH (usrmerge: /bin/x may be /usr/bin/x).
+package_of () {
+    local p=$1 c
+    for c in "$p" "$(readlink -f "$p")" "${p#/usr}" "/usr$p"; do
+        dpkg-query -S "$c" 2>/dev/null | head -n1 | cut -d: -f1 | cut -d, -f1 && return 0
+    done
+    return 1
+}
+
+# tool_ok TOOL SET WHO: TOOL's package is in SET or Priority: required.
+bad=()
+tool_ok () {
+    local tool=$1 set=$2 who=$3 path pkg prio
+    path=$(command -v "$tool") || { bad+=("$who: $tool is not installed here"); return; }
+    pkg=$(package_of "$path") || { bad+=("$who: $tool ($path) belongs to no Debian package"); return; }
+    [[ $set == *" $pkg "* ]] && return
+    prio=$(dpkg-query -W -f='${Priority}' "$pkg" 2>/dev/null || true)
+    [[ $prio == required ]] && return
+    bad+=("$who: $tool comes from $pkg (Priority: ${prio:-?}), which scripts/install-deps.sh does not install")
+}
+
+n=0
+for t in "$top"/tests/test-*.sh; do
+    while read -r -a words; do
+        for w in "${words[@]:1}"; do
+            [[ $w == '#'* || $w == '||' || $w == ';' ]] && break
+            tool_ok "$w" "$check_set" "$(basename "$t")"
+            n=$((n + 1))
+        done
+    done < <(grep -E '^[[:space:]]*require[[:space:]]' "$t")
+done
+# make serve: the demo disk and the server.
+for w in mkfs.ext4 realpath truncate nbdkit; do
+    tool_ok "$w" "$serve_set" scripts/serve.sh
+    n=$((n + 1))
+done
+
+if [[ ${#bad[@]} -gt 0 ]]; then
+    printf '%s\n' "${bad[@]}" >&2
+    fail "${#bad[@]} tool(s) not installed by scripts/install-deps.sh"
+fi
+info "$n required tools: each from a package install-deps.sh installs, or one every Debian has"
