@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian 12 packages gmblock needs to build, test and benchmark.
-# Usage: scripts/install-deps.sh [build|serve|deb|check|all]   (default: all)
+# Usage: scripts/install-deps.sh [build|serve|deb|check|bench|all]   (default: all)
 #        scripts/install-deps.sh --list [SET]   print the set's packages
 # Prints what it installs; needs root only when something is missing.
 set -e
@@ -9,6 +9,7 @@ build="gcc make pkg-config perl nbdkit nbdkit-plugin-dev liburing-dev libpci-dev
 serve="$build libnbd-bin qemu-utils"
 debtools="debhelper dpkg-dev"   # make deb, and the test that builds the package
 check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc iproute2 curl valgrind clang libclang-rt-14-dev stress-ng systemd strace prometheus-node-exporter python3-prometheus-client"
+bench="$serve fio nbd-server util-linux iproute2 python3 bc linux-perf"   # bench/run, bench/*/run
 lab="qemu-system-x86 busybox-static cpio kmod mdadm nbd-client pciutils ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
 list=
@@ -19,8 +20,9 @@ case "${1:-all}" in
     serve) want="$serve" ;;
     deb)   want="$build $debtools" ;;
     check) want="$check $lab" ;;
-    all)   want="$check $lab" ;;
-    *) echo "install-deps: unknown set '$1' (accepted: build, serve, deb, check, all)" >&2; exit 2 ;;
+    bench) want="$bench" ;;
+    all)   want="$check $lab $bench" ;;
+    *) echo "install-deps: unknown set '$1' (accepted: build, serve, deb, check, bench, all)" >&2; exit 2 ;;
 esac
 
 if [ -n "$list" ]; then

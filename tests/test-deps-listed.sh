@@ -1,11 +1,10 @@
 #!/bin/bash
-# Every tool a test requires (its `require` line), and every tool
-# scripts/serve.sh runs, comes from a Debian package that
-# scripts/install-deps.sh installs for `make check` (or `make serve`),
-# or one they depend on, or one every Debian 12 system has (Priority:
-# required).  A tool
-# that is only here by chance passes on this machine and fails
-# `make check` on a fresh one.
+# Every tool a test requires (its `require` line), every tool
+# scripts/serve.sh runs and those bench/run checks for come from a
+# Debian package that scripts/install-deps.sh installs (sets check,
+# serve, bench), or one they depend on, or one every Debian 12 system
+# has (Priority: required).  A tool that is only here by chance passes
+# on this machine and fails `make check` on a fresh one.
 . "$(dirname "$0")/functions.sh"
 command -v dpkg-query >/dev/null || skip "not a Debian system (no dpkg-query)"
 
@@ -51,6 +50,14 @@ for t in "$top"/tests/test-*.sh; do
             n=$((n + 1))
         done
     done < <(grep -E '^[[:space:]]*require[[:space:]]' "$t")
+done
+# bench/run: the tools it checks for before it starts.
+bench_set=$(closure bench)
+read -r -a bench_tools < <(sed -n 's/^for t in \(.*\); do$/\1/p' "$top/bench/run")
+[[ ${#bench_tools[@]} -gt 3 ]] || fail "bench/run: its tool check was not found"
+for w in "${bench_tools[@]}"; do
+    tool_ok "$w" "$bench_set" bench/run
+    n=$((n + 1))
 done
 # make serve: the demo disk and the server.
 for w in mkfs.ext4 realpath truncate nbdkit; do
