@@ -9,9 +9,11 @@
 #include "nbdkitargs.h"
 
 /* nbdkit 1.32's options (nbdkit(1)); only which take an argument
- * matters here.  An option not listed is skipped as unknown: if it
- * took a separate argument, that argument is taken for a plugin
- * parameter, which can only hide an -r given as that argument.
+ * matters here, and which is --filter.  An option not listed is
+ * skipped as unknown: if it took a separate argument, that argument is
+ * taken for a plugin parameter, which can only hide an -r or a
+ * --filter given as that argument.  ./nbdkit parses with the same
+ * table.
  */
 static const char short_opts[] = "46D:e:fg:i:nop:P:rst:u:U:vV";
 static const struct option long_opts[] = {
@@ -63,39 +65,86 @@ static const struct option long_opts[] = {
   { NULL, 0, NULL, 0 }
 };
 
-bool
-gm_nbdkit_args_readonly (int argc, char **argv)
+/* Whether NAME, a --filter argument, is one of gmblock's filters: by
+ * its short name (gmblock-cache) or a path to its .so, as ./nbdkit
+ * passes them (.../nbdkit-gmblock-cache-filter.so).
+ */
+static bool
+gmblock_filter (const char *name)
+{
+  const char *base = strrchr (name, '/');
+  size_t n;
+
+  base = base ? base + 1 : name;
+  if (strncmp (base, "gmblock-", 8) == 0 && strchr (base, '.') == NULL)
+    return true;
+  n = strlen (base);
+  return strncmp (base, "nbdkit-gmblock-", 15) == 0 && n > 25 &&
+    strcmp (base + n - 10, "-filter.so") == 0;
+}
+
+/* Parse argv as nbdkit does: *ro for -r, *gm_only for no filter but
+ * gmblock's.
+ */
+static void
+parse_args (int argc, char **argv, bool *ro, bool *gm_only)
 {
   char **copy = malloc ((argc + 1) * sizeof *copy);   /* getopt permutes */
-  bool ro = false;
-  int c, saved_opterr = opterr;
+  int c, idx, saved_opterr = opterr;
 
+  *ro = false;
+  *gm_only = false;             /* unknown unless parsed */
   if (copy == NULL)
-    return false;
+    return;
+  *gm_only = true;
   memcpy (copy, argv, argc * sizeof *copy);
   copy[argc] = NULL;
   opterr = 0;
   optind = 0;                   /* GNU: start afresh */
-  while ((c = getopt_long (argc, copy, short_opts, long_opts, NULL)) != -1)
+  while ((c = getopt_long (argc, copy, short_opts, long_opts, &idx)) != -1) {
     if (c == 'r')
-      ro = true;
+      *ro = true;
+    else if (c == 0 && strcmp (long_opts[idx].name, "filter") == 0 &&
+             !gmblock_filter (optarg))
+      *gm_only = false;
+  }
   optind = 0;
   opterr = saved_opterr;
   free (copy);
+}
+
+bool
+gm_nbdkit_args_readonly (int argc, char **argv)
+{
+  bool ro, gm_only;
+
+  parse_args (argc, argv, &ro, &gm_only);
   return ro;
 }
 
 bool
-gm_nbdkit_readonly (void)
+gm_nbdkit_args_gmblock_filters_only (int argc, char **argv)
+{
+  bool ro, gm_only;
+
+  parse_args (argc, argv, &ro, &gm_only);
+  return gm_only;
+}
+
+/* Parse this process's command line (/proc/self/cmdline); false for
+ * both when it cannot be read.
+ */
+static void
+parse_self (bool *ro, bool *gm_only)
 {
   FILE *f = fopen ("/proc/self/cmdline", "r");
   char *buf = NULL, **argv = NULL;
   size_t len = 0, cap = 0, n;
   int argc = 0;
-  bool ro = false;
 
+  *ro = *gm_only = false;
   if (f == NULL)
-    return false;
+    return;
   for (;;) {                    /* the whole file: no size is known */
     if (len == cap) {
       size_t more = cap ? 2 * cap : 4096;
@@ -119,10 +168,27 @@ gm_nbdkit_readonly (void)
   for (size_t i = 0; i < len; i += strlen (buf + i) + 1)
     argv[argc++] = buf + i;     /* arguments end with NUL, the last too */
   if (argc > 0)
-    ro = gm_nbdkit_args_readonly (argc, argv);
+    parse_args (argc, argv, ro, gm_only);
  out:
   fclose (f);
   free (argv);
   free (buf);
+}
+
+bool
+gm_nbdkit_readonly (void)
+{
+  bool ro, gm_only;
+
+  parse_self (&ro, &gm_only);
   return ro;
+}
+
+bool
+gm_nbdkit_gmblock_filters_only (void)
+{
+  bool ro, gm_only;
+
+  parse_self (&ro, &gm_only);
+  return gm_only;
 }

@@ -24,4 +24,18 @@ bool gm_nbdkit_args_readonly (int argc, char **argv);
  */
 bool gm_nbdkit_readonly (void);
 
+/* Whether every --filter in argv (nbdkit's) is one of gmblock's
+ * (gmblock-NAME, or a path to nbdkit-gmblock-NAME-filter.so).  None of
+ * them changes the export's size, so a gmblock filter then sees the
+ * size the plugin serves (common/registry.h, GM_REG_SERVED_SIZE)
+ * before nbdkit forks, when it can still refuse it with an error and a
+ * non-zero exit.  Uses getopt's global state, like the above.
+ */
+bool gm_nbdkit_args_gmblock_filters_only (int argc, char **argv);
+
+/* The same for this process; false when its command line cannot be
+ * read.
+ */
+bool gm_nbdkit_gmblock_filters_only (void);
+
 #endif /* GMBLOCK_NBDKITARGS_H */

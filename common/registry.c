@@ -8,7 +8,9 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "nbdkitargs.h"
 #include "registry.h"
+#include "sizes.h"
 
 #define PREFIX "GMBLOCK_REG_"
 
@@ -71,4 +73,19 @@ gm_registry_lookup (const char *key)
   if (errno || end == v || *end != ':' || pid != load_pid)
     return NULL;
   return strdup (end + 1);
+}
+
+int
+gm_registry_served_size (uint64_t *size)
+{
+  char *v = gm_registry_lookup (GM_REG_SERVED_SIZE);
+  uint64_t n;
+  int r = 0;
+
+  if (v && gm_parse_u64 (v, 10, &n) == 0 && gm_nbdkit_gmblock_filters_only ()) {
+    *size = n;
+    r = 1;
+  }
+  free (v);
+  return r;
 }

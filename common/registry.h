@@ -18,6 +18,8 @@
 #ifndef GMBLOCK_REGISTRY_H
 #define GMBLOCK_REGISTRY_H
 
+#include <stdint.h>
+
 /* Keys (letters, digits and '_'). */
 #define GM_REG_SERVED_FILE "SERVED_FILE" /* absolute path gmblock serves */
 /* The stripe geometry gmblock-stripe uses, in decimal:
@@ -25,6 +27,11 @@
  * starts in the array in bytes).  Published only when it is active.
  */
 #define GM_REG_STRIPE "STRIPE"
+/* The export's size in bytes, in decimal, as the gmblock plugin serves
+ * it; published at its .get_ready, which nbdkit runs before the
+ * filters' (and before it forks).
+ */
+#define GM_REG_SERVED_SIZE "SERVED_SIZE"
 
 /* Returns 0, or -1 with errno set (EINVAL for a bad key). */
 int gm_registry_publish (const char *key, const char *value);
@@ -33,5 +40,15 @@ int gm_registry_publish (const char *key, const char *value);
  * it), or NULL when there is none (or no memory).
  */
 char *gm_registry_lookup (const char *key);
+
+/* For a filter's .get_ready: the export's size as this filter will see
+ * it, known before nbdkit forks (an error then still reaches the user
+ * and makes nbdkit exit non-zero; after the fork, nbdkit 1.32 with
+ * --run waits for ever, and as a daemon exits 0 with the error in
+ * syslog).  It is known when the gmblock plugin published its size and
+ * no filter but gmblock's, which keep the size, is loaded
+ * (common/nbdkitargs.h).  Returns 1 and *size, or 0.
+ */
+int gm_registry_served_size (uint64_t *size);
 
 #endif /* GMBLOCK_REGISTRY_H */

@@ -204,6 +204,40 @@ start_fails () {
     info "$name refused (exit $rc): $(grep -m1 -i error "$T/$name.err" || head -n1 "$T/$name.err")"
 }
 
+# refused_early NAME PATTERN... -- NBDKIT-ARGS...
+# Like start_fails, for nbdkit's two ways of starting that fork first:
+# with --run, and as a daemon (no -f).  A module that refuses only
+# after the fork (.after_fork) makes nbdkit 1.32 wait for ever on the
+# --run command, and exit 0 as a daemon with the error in syslog.
+refused_early () {
+    local name=$1; shift
+    local pats=() rc p mode
+    while [[ $# -gt 0 && $1 != -- ]]; do pats+=("$1"); shift; done
+    [[ ${1:-} == -- ]] && shift
+    for mode in run daemon; do
+        rc=0
+        if [[ $mode == run ]]; then
+            timeout -k 5 20 "$NBDKIT" -U - --run true "$@" \
+                >"$T/$name.$mode.err" 2>&1 </dev/null || rc=$?
+        else
+            timeout -k 5 20 "$NBDKIT" -U "$T/$name.sock" -P "$T/$name.pid" "$@" \
+                >"$T/$name.$mode.err" 2>&1 </dev/null || rc=$?
+            # Had it started after all, stop it.
+            [[ -s $T/$name.pid ]] && kill "$(cat "$T/$name.pid")" 2>/dev/null
+        fi
+        case $rc in
+            0)   fail "$name ($mode): nbdkit exited 0 instead of refusing: $*" ;;
+            124|137) fail "$name ($mode): nbdkit did not refuse within 20 s (hung): $*" ;;
+        esac
+        [[ $rc -gt 128 ]] && { cat "$T/$name.$mode.err" >&2; fail "$name ($mode): nbdkit died of signal $((rc - 128))"; }
+        for p in "${pats[@]}"; do
+            grep -qiE -- "$p" "$T/$name.$mode.err" ||
+                { cat "$T/$name.$mode.err" >&2; fail "$name ($mode): message does not match /$p/"; }
+        done
+    done
+    info "$name refused with --run and as a daemon: $(grep -m1 -i error "$T/$name.run.err")"
+}
+
 # Undo one loop device, mount or background process now (instead of at
 # exit) and forget it, so the exit cleanup cannot hit a loop device or
 # pid that someone else got meanwhile.

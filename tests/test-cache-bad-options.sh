@@ -58,3 +58,17 @@ for opts in "cache-size=1M" "cache-size=64K cache-block-size=4K" \
     stop_server ok
     info "accepted: $opts"
 done
+
+# An empty export has nothing to cache.  Over the gmblock plugin its
+# size is known before nbdkit forks, so --run and a daemon get the
+# error and a non-zero exit too (not a hang, not exit 0); over the
+# memory plugin the check waits for the fork, as -f shows.
+: >"$T/empty.img"
+refused_early empty_gm 'gmblock-cache: the export is empty' \
+    -- --filter=gmblock-readahead $c gmblock "file=$T/empty.img"
+start_fails empty_mem 'gmblock-cache: the export is empty' -- $c memory 0
+# ... but bypass caches nothing, and serves it.
+"$NBDKIT" -U - $c gmblock "file=$T/empty.img" cache-mode=bypass \
+    --run 'nbdinfo --size "$uri"' >"$T/bypass.out" 2>&1 ||
+    { cat "$T/bypass.out" >&2; fail "cache-mode=bypass refused an empty export"; }
+info "an empty export: refused before the fork over gmblock, after it over memory; served with bypass"

@@ -37,6 +37,18 @@ start_fails stripe_big 'full stripe of stripe-data-disks=4 x stripe-chunk=16M is
 # Known only once the export's size is: a chunk larger than the export.
 start_fails chunk_export 'stripe-chunk=2M is larger than the export \(1M\)' -- --filter=gmblock-stripe memory 1M stripe-chunk=2M stripe-data-disks=2
 
+# Over the gmblock plugin the size is known before nbdkit forks: the
+# refusal also reaches a user of --run or of a daemon.  With another
+# kind of filter below, which may change the size, the check waits for
+# the fork (truncate makes the 1M file 4M here: a 2M chunk fits).
+truncate -s 1M small.img
+refused_early chunk_export_gm 'gmblock-stripe: stripe-chunk=2M is larger than the export \(1M\)' \
+    -- --filter=gmblock-stripe gmblock file=small.img stripe-chunk=2M stripe-data-disks=2
+"$NBDKIT" -U - --filter=gmblock-stripe --filter=truncate gmblock file=small.img truncate=4M \
+    stripe-chunk=2M stripe-data-disks=1 --run 'nbdinfo --size "$uri"' >"$T/trunc.out" 2>&1 ||
+    { cat "$T/trunc.out" >&2; fail "a 2M chunk over a 1M file made 4M by the truncate filter was refused"; }
+info "a chunk larger than the gmblock plugin's export is refused before the fork; with truncate between, it is not"
+
 start_fails sysfs_missing 'stripe-sysfs=/nonexistent' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=/nonexistent
 start_fails sysfs_empty 'gmblock-stripe: stripe-sysfs= is empty' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=
 

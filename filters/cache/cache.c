@@ -10,6 +10,7 @@
 
 #include "cache.h"
 #include "ops.h"
+#include "registry.h"
 #include "sizes.h"
 
 #define DEFAULT_SIZE (256u << 20)
@@ -209,11 +210,19 @@ static int
 cache_get_ready (int thread_model)
 {
   char err[256], s[32];
+  uint64_t size;
 
   if (gm_stats_ready (&cstats_out) == -1)
     return -1;
   if (cfg.mode == MODE_BYPASS)
     return 0;
+  /* Refused again in .after_fork over other plugins, where nbdkit 1.32
+   * hangs with --run and exits 0 as a daemon (registry.h).
+   */
+  if (gm_registry_served_size (&size) == 1 && size == 0) {
+    nbdkit_error (CNAME ": the export is empty: nothing to cache");
+    return -1;
+  }
   lower_set_thread_model (thread_model);
   /* The pool is created now, where its errors reach the user; it is cut
    * into blocks in .after_fork, once the block size is known.

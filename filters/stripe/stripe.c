@@ -140,32 +140,58 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
   "stripe-stats=FILE       Write counters and the geometry to FILE at exit.\n" \
   "stripe-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
+/* A chunk larger than the export cannot be. */
+static int
+check_chunk (const struct sp_geom *g, uint64_t size)
+{
+  char a[32], b[32];
+
+  if (g->geo.chunk <= size)
+    return 0;
+  if (cfg.chunk)
+    nbdkit_error (SNAME ": stripe-chunk=%s is larger than the export (%s): "
+                  "expected a chunk no larger than the export",
+                  gm_format_size (g->geo.chunk, a, sizeof a),
+                  gm_format_size (size, b, sizeof b));
+  else
+    nbdkit_error (SNAME ": the detected chunk %s (%s) is larger than the "
+                  "export (%s): give stripe-chunk=SIZE",
+                  gm_format_size (g->geo.chunk, a, sizeof a), g->geo.source,
+                  gm_format_size (size, b, sizeof b));
+  return -1;
+}
+
 static int
 sp_get_ready (int thread_model)
 {
+  struct sp_geom g;
+  uint64_t size;
+
   if (gm_stats_ready (&sstats_out) == -1)
     return -1;
   if (gmblock_stripe_debug_verbose)
     geometry_print ();
+  /* Over the gmblock plugin the size is known before nbdkit forks, when
+   * a refusal still reaches the user (registry.h); else .after_fork.
+   */
+  geometry_current (&g);
+  if (g.active && gm_registry_served_size (&size) == 1 &&
+      check_chunk (&g, size) == -1)
+    return -1;
   return 0;
 }
 
-/* A chunk larger than the export cannot be: refuse at start-up, when
- * the size is known.
- */
+/* The export's size over other plugins is known only after the fork. */
 static int
 sp_after_fork (nbdkit_backend *backend)
 {
-  const struct gm_stripe *geo;
   struct sp_geom g;
-  char a[32], b[32];
   nbdkit_next *n;
   int64_t size;
 
   if (gm_stats_start (&sstats_out) == -1)
     return -1;
   geometry_current (&g);
-  geo = &g.geo;
   if (!g.active)
     return 0;
   if ((n = nbdkit_next_context_open (backend, 1, "", 1)) == NULL) {
@@ -177,20 +203,7 @@ sp_after_fork (nbdkit_backend *backend)
   nbdkit_next_context_close (n);
   if (size == -1)
     return -1;
-  if (geo->chunk > (uint64_t) size) {
-    if (cfg.chunk)
-      nbdkit_error (SNAME ": stripe-chunk=%s is larger than the export (%s): "
-                    "expected a chunk no larger than the export",
-                    gm_format_size (geo->chunk, a, sizeof a),
-                    gm_format_size (size, b, sizeof b));
-    else
-      nbdkit_error (SNAME ": the detected chunk %s (%s) is larger than the "
-                    "export (%s): give stripe-chunk=SIZE",
-                    gm_format_size (geo->chunk, a, sizeof a), geo->source,
-                    gm_format_size (size, b, sizeof b));
-    return -1;
-  }
-  return 0;
+  return check_chunk (&g, size);
 }
 
 static void

@@ -14,6 +14,7 @@
 #include <linux/fs.h>
 
 #include "gmblock.h"
+#include "registry.h"
 #include "sizes.h"
 
 #define DEFAULT_POOL (32u * 1024 * 1024)
@@ -222,6 +223,15 @@ gm_get_ready (void)
              PRIu64 " bytes\n", gm.file, gm.size, gm.geo.logical_block,
              gm.size - whole, whole);
     gm.size = whole;
+  }
+  /* For the filters above, whose .get_ready runs next: what they can
+   * only refuse before nbdkit forks (an empty export under the cache, a
+   * stripe chunk larger than it).
+   */
+  snprintf (size, sizeof size, "%" PRIu64, gm.size);
+  if (gm_registry_publish (GM_REG_SERVED_SIZE, size) == -1) {
+    nbdkit_error (GM_NAME ": publishing the size of %s: %m", gm.file);
+    return -1;
   }
   if (setup_alignment () == -1)
     return -1;

@@ -1,4 +1,5 @@
-/* Unit test: common/nbdkitargs (is nbdkit read-only, from its argv). */
+/* Unit test: common/nbdkitargs (is nbdkit read-only, are its filters
+ * all gmblock's, from its argv). */
 #include <stdio.h>
 #include <string.h>
 
@@ -8,7 +9,7 @@
 /* Split a command line at spaces ('_' stands for a space inside one
  * argument) and ask. */
 static bool
-ro (const char *line)
+parse (const char *line, bool want_ro)
 {
   char buf[512], *argv[64], *save, *w;
   int argc = 0;
@@ -20,8 +21,12 @@ ro (const char *line)
         *c = ' ';
     argv[argc++] = w;
   }
-  return gm_nbdkit_args_readonly (argc, argv);
+  return want_ro ? gm_nbdkit_args_readonly (argc, argv)
+    : gm_nbdkit_args_gmblock_filters_only (argc, argv);
 }
+
+static bool ro (const char *line) { return parse (line, true); }
+static bool gm_only (const char *line) { return parse (line, false); }
 
 int
 main (void)
@@ -53,5 +58,28 @@ main (void)
   CHECK (!ro ("nbdkit x"));
   /* This process: the unit test was not started with -r. */
   CHECK (!gm_nbdkit_readonly ());
+
+  /* Only gmblock's filters (they keep the export's size), by name or
+   * by the path ./nbdkit passes. */
+  CHECK (gm_only ("nbdkit gmblock file=x"));
+  CHECK (gm_only ("nbdkit --filter=gmblock-readahead --filter=gmblock-cache gmblock file=x"));
+  CHECK (gm_only ("nbdkit --filter gmblock-stripe -r gmblock file=x"));
+  CHECK (gm_only ("nbdkit --filter=/src/filters/cache/nbdkit-gmblock-cache-filter.so gmblock file=x"));
+  CHECK (gm_only ("nbdkit --filter=nbdkit-gmblock-rdma-filter.so gmblock file=x"));
+  CHECK (gm_only ("nbdkit --fil=gmblock-cache gmblock file=x"));   /* abbreviated */
+  /* A parameter named filter is no filter. */
+  CHECK (gm_only ("nbdkit gmblock file=x filter=truncate"));
+  /* Any other filter may change the size. */
+  CHECK (!gm_only ("nbdkit --filter=truncate --filter=gmblock-cache gmblock file=x"));
+  CHECK (!gm_only ("nbdkit --filter=gmblock-cache --filter offset gmblock file=x"));
+  CHECK (!gm_only ("nbdkit --filter=/usr/lib/nbdkit/filters/nbdkit-partition-filter.so gmblock file=x"));
+  CHECK (!gm_only ("nbdkit --filter=gmblock-cache.so gmblock file=x"));
+  CHECK (!gm_only ("nbdkit --filter=/x/nbdkit-gmblock-filter.so gmblock file=x"));
+  CHECK (!gm_only ("nbdkit --filter=/x/nbdkit-gmblock-cache-plugin.so gmblock file=x"));
+  /* Read-only and filters from one command line. */
+  CHECK (ro ("nbdkit -r --filter=truncate gmblock file=x"));
+  CHECK (gm_only ("nbdkit -r --filter=gmblock-cache gmblock file=x"));
+  /* This process: no filter at all. */
+  CHECK (gm_nbdkit_gmblock_filters_only ());
   UNIT_DONE ();
 }
