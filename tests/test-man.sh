@@ -66,6 +66,35 @@ for dir in "$top"/filters/*/; do
 done
 check_absent nbdkit-gmblock-plugin
 
+# debug_flags NAME SO PAGE: every -D NAME.FLAG the module exports (its
+# NAME_debug_FLAG symbols, with NAME's hyphens or underscores) is named
+# in its page, as the options are.
+debug_flags () {
+    local name=$1 so=$2 page=$3 sym flag n=0
+    for sym in $(nm -D --defined-only "$so" | awk '{print $3}'); do
+        case $sym in
+            "${name}_debug_"*) flag=${sym#"${name}_debug_"} ;;
+            "${name//-/_}_debug_"*) flag=${sym#"${name//-/_}_debug_"} ;;
+            *) continue ;;
+        esac
+        grep -qF -- "$name.$flag" "$T/$page.txt" ||
+            fail "$page: debug flag -D $name.$flag is not in its man page"
+        n=$((n + 1))
+    done
+    info "$page: names its $n debug flag symbols"
+}
+require nm
+for dir in "$top"/plugins/*/; do
+    m=$(basename "$dir")
+    so=$bld/plugins/$m/nbdkit-$m-plugin.so
+    [[ -f $so ]] && debug_flags "$m" "$so" "nbdkit-$m-plugin"
+done
+for dir in "$top"/filters/*/; do
+    f=$(basename "$dir")
+    so=$bld/filters/$f/nbdkit-gmblock-$f-filter.so
+    [[ -f $so ]] && debug_flags "gmblock-$f" "$so" "nbdkit-gmblock-$f-filter"
+done
+
 # counters NAME STATS-KEY nbdkit-args...: every counter the module
 # writes to its stats file is named in its page (whose text check made).
 counters () {
