@@ -173,6 +173,7 @@ deb:
 	@scripts/build-deb.sh $(DEBDIR)
 
 install: modules
+	@[ -n "$(PLUGINDIR)" ] && [ -n "$(FILTERDIR)" ] || { echo "make install: pkg-config knows no nbdkit plugindir/filterdir: is nbdkit-plugin-dev installed? (scripts/install-deps.sh build; or give PLUGINDIR= and FILTERDIR=)" >&2; exit 1; }
 	install -d $(DESTDIR)$(MANDIR)/man1
 	install -m 644 $(MAN_PAGES) $(DESTDIR)$(MANDIR)/man1/
 	install -d $(DESTDIR)$(PLUGINDIR) $(DESTDIR)$(FILTERDIR)

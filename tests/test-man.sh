@@ -143,4 +143,16 @@ for p in "$mandir"/*.1; do
 done
 [[ $n -ge 7 ]] || fail "only $n pages built"
 info "make install: $n pages found by man -M"
+
+# Without nbdkit's directories (pkg-config without nbdkit-plugin-dev)
+# make install stops with the reason, instead of putting the modules
+# into DESTDIR's root.
+if make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} install DESTDIR="$T/root2" \
+        PLUGINDIR= FILTERDIR= >"$T/install2.log" 2>&1; then
+    fail "make install with no plugindir succeeded: $(cd "$T/root2" && find . -maxdepth 1 -name '*.so')"
+fi
+grep -q 'make install: pkg-config knows no nbdkit plugindir/filterdir' "$T/install2.log" ||
+    fail "make install with no plugindir: $(cat "$T/install2.log")"
+[[ -z $(find "$T/root2" -name '*.so' 2>/dev/null) ]] || fail "make install with no plugindir installed modules"
+info "make install without nbdkit's plugindir: refused, nothing installed"
 echo PASS
