@@ -32,6 +32,10 @@
  * filters' (and before it forks).
  */
 #define GM_REG_SERVED_SIZE "SERVED_SIZE"
+/* The stats files the modules write, one "PREFIX OPTION=PATH" line
+ * each (common/statsout.c): no two may share one.
+ */
+#define GM_REG_STATS_FILES "STATS_FILES"
 
 /* Returns 0, or -1 with errno set (EINVAL for a bad key). */
 int gm_registry_publish (const char *key, const char *value);

@@ -208,10 +208,94 @@ check_target (struct gm_stats_out *s)
   return 0;
 }
 
+/* Two modules of one process must not share a file: each replaces the
+ * whole file, so the last to write would leave only its own counters.
+ * The modules' .get_ready run one after another (the plugin's first),
+ * each claiming its path in the registry: "PREFIX OPTION=PATH" lines.
+ */
+/* PATH's name with its folder resolved (a file is renamed over its
+ * name: a symlink itself is replaced, not what it points to), malloc'd;
+ * NULL if the folder cannot be resolved.
+ */
+static char *
+canonical_name (const char *path)
+{
+  const char *slash = strrchr (path, '/');
+  char *dir, *real, *out = NULL;
+
+  if (slash == NULL)
+    return NULL;
+  if ((dir = strndup (path, slash == path ? 1 : (size_t) (slash - path))) == NULL)
+    return NULL;
+  real = realpath (dir, NULL);
+  free (dir);
+  if (real && asprintf (&out, "%s/%s", strcmp (real, "/") ? real : "",
+                        slash + 1) == -1)
+    out = NULL;
+  free (real);
+  return out;
+}
+
+/* Whether two stats paths name one file.  Names, not inodes: a file
+ * renamed over one of two hard links (or over a symlink) leaves the
+ * other alone.
+ */
+static bool
+same_name (const char *a, const char *b)
+{
+  char *ca, *cb;
+  bool same;
+
+  if (strcmp (a, b) == 0)
+    return true;
+  ca = canonical_name (a);
+  cb = canonical_name (b);
+  same = ca && cb && strcmp (ca, cb) == 0;
+  free (ca);
+  free (cb);
+  return same;
+}
+
+static int
+claim_path (struct gm_stats_out *s)
+{
+  char *claimed = gm_registry_lookup (GM_REG_STATS_FILES), *line, *save, *all;
+  const char *eq;
+  int r = -1;
+
+  for (line = claimed ? strtok_r (claimed, "\n", &save) : NULL; line;
+       line = strtok_r (NULL, "\n", &save)) {
+    if ((eq = strchr (line, '=')) == NULL)
+      continue;
+    if (same_name (eq + 1, s->path)) {
+      s->error ("%s: %s=%s: %s names that file too: each module needs a "
+                "file of its own (the last to write it would replace the "
+                "other's counters)", s->prefix, s->option, s->path, line);
+      goto out;
+    }
+  }
+  free (claimed);
+  claimed = gm_registry_lookup (GM_REG_STATS_FILES);
+  if (asprintf (&all, "%s%s %s=%s\n", claimed ? claimed : "", s->prefix,
+                s->option, s->path) == -1) {
+    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+    goto out;
+  }
+  r = gm_registry_publish (GM_REG_STATS_FILES, all);
+  if (r == -1)
+    s->error ("%s: %s=%s: publishing it: %m", s->prefix, s->option, s->path);
+  free (all);
+ out:
+  free (claimed);
+  return r;
+}
+
 int
 gm_stats_ready (struct gm_stats_out *s)
 {
   if (s->path && check_target (s) == -1)
+    return -1;
+  if (s->path && claim_path (s) == -1)
     return -1;
   if (s->path && gm_probe_file_atomic (s->path) == -1) {
     s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);

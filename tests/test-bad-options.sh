@@ -29,6 +29,23 @@ start_fails discard 'gmblock:' 'discard=sometimes' 'unmap or ignore' -- gmblock 
 start_fails direct 'gmblock:' 'direct=perhaps' 'true.*false' -- gmblock "$f" direct=perhaps
 start_fails direct_empty 'gmblock:' 'direct=' 'true.*false' -- gmblock "$f" direct=
 
+# Two modules' counters in one file: each replaces the whole file, so
+# one module's would be lost.  The same name spelt differently too; a
+# symlink or a hard link is a name of its own (renamed over, it leaves
+# the other alone).
+start_fails stats_shared 'gmblock-cache: cache-stats=' 'gmblock stats=.* names that file too' 'a file of its own' \
+    -- --filter=gmblock-cache gmblock "$f" stats="$T/s.txt" cache-stats="$T/s.txt"
+mkdir "$T/d"
+start_fails stats_shared_spelt 'gmblock-readahead: ra-stats=' 'gmblock-cache cache-stats=.* names that file too' \
+    -- --filter=gmblock-readahead --filter=gmblock-cache gmblock "$f" \
+    cache-stats="$T/d/s.txt" ra-stats="$T/d/../d/./s.txt"
+ln -s "$T/d/s.txt" "$T/link.txt"
+"$NBDKIT" -U - --filter=gmblock-cache gmblock "$f" stats="$T/d/s.txt" cache-stats="$T/link.txt" \
+    --run 'nbdinfo --size "$uri"' >"$T/links.out" 2>&1 || { cat "$T/links.out" >&2; fail "a symlink to another module's stats file was refused"; }
+grep -q '^gmblock-cache\.reads' "$T/link.txt" && grep -q '^gmblock\.reads' "$T/d/s.txt" ||
+    fail "stats= and cache-stats= through a symlink: a module's counters are missing"
+info "stats files: one per module (a symlink is a name of its own)"
+
 # hugepages=on needs reserved hugetlb pages.  Make sure none are (and
 # put the old value back, whatever happens).
 nr=/proc/sys/vm/nr_hugepages
