@@ -137,7 +137,7 @@ deps:
 serve:
 	@scripts/install-deps.sh serve
 	@$(MAKE) --no-print-directory all
-	@STACK=$(STACK) scripts/serve.sh $(FILE)
+	@STACK='$(STACK)' scripts/serve.sh "$(FILE)"
 
 check-unit: $(UNIT_BIN)
 check-integration: all

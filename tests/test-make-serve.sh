@@ -3,7 +3,8 @@
 # (256M, ext4, a README inside) unless FILE= is given, serves it on
 # localhost with the recommended stack and prints how to connect; the
 # printed commands work; Ctrl-C (SIGINT) stops it. FILE= and
-# STACK=plain serve a given file (written through it, byte for byte);
+# STACK=plain serve a given file (written through it, byte for byte;
+# its name may have spaces);
 # a bad STACK= and a port already in use fail with a message.
 . "$(dirname "$0")/functions.sh"
 require make nbdinfo nbdcopy qemu-img e2fsck debugfs ss
@@ -82,6 +83,14 @@ nbdcopy new.img "nbd://127.0.0.1:$port"
 stop given "$port"
 cmp new.img given.img || fail "given: the file differs from what was written through make serve"
 info "FILE= STACK=plain: 8M written through, byte for byte"
+
+# 3b. A FILE= whose name has a space is one file, not two arguments.
+truncate -s $((8 << 20)) "my disk.img"
+port=$(free_port)
+serve spaced "$port" FILE="$T/my disk.img" STACK=plain
+[[ $(nbdinfo --size "nbd://127.0.0.1:$port") == $((8 << 20)) ]] || fail "spaced: wrong size served"
+stop spaced "$port"
+info "FILE= with a space in the name: served"
 
 # 4. A bad STACK=.
 if make -C "$top" --no-print-directory serve STACK=fast FILE="$T/given.img" >bad.out 2>&1 </dev/null; then
