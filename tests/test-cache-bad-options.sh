@@ -12,6 +12,9 @@ c=--filter=gmblock-cache
 start_fails mode 'gmblock-cache:' 'cache-mode=fast' 'bypass, read, writethrough, writeback, unsafe or adaptive' \
     -- $c gmblock "$f" cache-mode=fast
 start_fails mode_empty 'gmblock-cache:' 'cache-mode=:' 'unknown mode' -- $c gmblock "$f" cache-mode=
+# Named twice, both instances shared one cache: nbdkit hung at start-up.
+start_fails twice 'gmblock-cache: --filter=gmblock-cache is given twice' 'hold it once' \
+    -- $c --filter=gmblock-readahead $c gmblock "$f"
 for v in banana -1 12Q '' 1.5M 0% 101% 99999999999999999999999; do
     start_fails "size_${v//[^a-zA-Z0-9]/_}" 'gmblock-cache:' "cache-size=$v" \
         'size such as 512M|percentage' -- $c gmblock "$f" "cache-size=$v"

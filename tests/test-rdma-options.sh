@@ -10,6 +10,9 @@ cd "$T"
 
 f=(--filter=gmblock-rdma memory 1M)
 start_fails no_addr 'rdma=ADDR\[:PORT\] is required' -- "${f[@]}"
+# Named twice, both instances would share one listener and pool.
+start_fails twice 'gmblock-rdma: --filter=gmblock-rdma is given twice' 'hold it once' \
+    -- --filter=gmblock-rdma "${f[@]}" rdma=127.0.0.1
 start_fails port_big 'rdma=1.2.3.4:65536' 'not a number from 1 to 65535' -- "${f[@]}" rdma=1.2.3.4:65536
 start_fails port_zero 'rdma=1.2.3.4:0' 'port' -- "${f[@]}" rdma=1.2.3.4:0
 start_fails port_word 'rdma=host:http' 'not a number' -- "${f[@]}" rdma=host:http

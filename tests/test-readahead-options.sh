@@ -11,6 +11,9 @@ cd "$T"
 
 ra=(--filter=gmblock-readahead memory 1M)
 start_fails min_word 'ra-min=banana' 'power of two from 4K to 64M' -- "${ra[@]}" ra-min=banana
+# Named twice, both instances would share one set of prefetch workers.
+start_fails twice 'gmblock-readahead: --filter=gmblock-readahead is given twice' 'hold it once' \
+    -- --filter=gmblock-readahead "${ra[@]}"
 start_fails min_odd 'ra-min=3K' 'not a power of two' -- "${ra[@]}" ra-min=3K
 start_fails min_small 'ra-min=2K' 'out of range' -- "${ra[@]}" ra-min=2K
 start_fails max_big 'ra-max=128M' 'out of range.*64K to 64M' -- "${ra[@]}" ra-max=128M

@@ -9,6 +9,9 @@ st=(--filter=gmblock-stripe memory 64M)
 both=(stripe-chunk=64K stripe-data-disks=4)
 
 start_fails chunk_word 'stripe-chunk=banana' 'multiple of 512 from 512 to 32M' -- "${st[@]}" stripe-chunk=banana stripe-data-disks=4
+# Named twice, both instances would share one geometry and its counters.
+start_fails twice 'gmblock-stripe: --filter=gmblock-stripe is given twice' 'hold it once' \
+    -- --filter=gmblock-stripe "${st[@]}" "${both[@]}"
 start_fails chunk_odd 'stripe-chunk=1000: not a multiple of 512' 'such as 64K' -- "${st[@]}" stripe-chunk=1000 stripe-data-disks=4
 start_fails chunk_small 'stripe-chunk=256: not a multiple of 512' -- "${st[@]}" stripe-chunk=256 stripe-data-disks=4
 start_fails chunk_big 'stripe-chunk=64M: too large' 'from 512 to 32M' -- "${st[@]}" stripe-chunk=64M stripe-data-disks=1

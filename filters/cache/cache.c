@@ -10,6 +10,7 @@
 
 #include "cache.h"
 #include "ops.h"
+#include "once.h"
 #include "registry.h"
 #include "sizes.h"
 
@@ -156,6 +157,14 @@ cache_config_complete (nbdkit_next_config_complete *next,
 {
   uint64_t bs = cfg.block_size_set ? cfg.block_size : DEFAULT_BS;
   char a[32], b[32], c[32];
+
+  /* Both instances would share one shared object's state (once.h). */
+  if (!gm_first_instance ()) {
+    nbdkit_error (CNAME ": --filter=gmblock-cache is given twice: the "
+                  "stack can hold it once (one cache "
+                  "per process)");
+    return -1;
+  }
 
   if (gm_stats_config_complete (&cstats_out) == -1)
     return -1;

@@ -28,6 +28,7 @@
 #include "nbdkitargs.h"
 #include "rdma.h"
 #include "rdmaaddr.h"
+#include "once.h"
 #include "registry.h"
 #include "sizes.h"
 #include "stripegeo.h"
@@ -230,6 +231,13 @@ static int
 rdma_config_complete (nbdkit_next_config_complete *next,
                       nbdkit_backend *nxdata)
 {
+  /* Both instances would share one shared object's state (once.h). */
+  if (!gm_first_instance ()) {
+    nbdkit_error (NAME ": --filter=gmblock-rdma is given twice: the "
+                  "stack can hold it once (one RDMA listener and pool "
+                  "per process)");
+    return -1;
+  }
   if (!have_addr) {
     nbdkit_error (NAME ": rdma=ADDR[:PORT] is required (the address to "
                   "listen on for RDMA clients, default port %d)",

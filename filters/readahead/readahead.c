@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "once.h"
 #include "readahead.h"
 #include "sizes.h"
 
@@ -85,6 +86,14 @@ static int
 ra_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 {
   char a[32], b[32];
+
+  /* Both instances would share one shared object's state (once.h). */
+  if (!gm_first_instance ()) {
+    nbdkit_error (RNAME ": --filter=gmblock-readahead is given twice: the "
+                  "stack can hold it once (one set of prefetch workers "
+                  "per process)");
+    return -1;
+  }
 
   if (gm_stats_config_complete (&rstats_out) == -1)
     return -1;

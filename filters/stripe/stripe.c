@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "once.h"
 #include "registry.h"
 #include "sizes.h"
 #include "stripe.h"
@@ -111,6 +112,14 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
 {
   struct sp_geom g;
   char v[96];
+
+  /* Both instances would share one shared object's state (once.h). */
+  if (!gm_first_instance ()) {
+    nbdkit_error (SNAME ": --filter=gmblock-stripe is given twice: the "
+                  "stack can hold it once (one geometry and its counters "
+                  "per process)");
+    return -1;
+  }
 
   /* The layers below first: the gmblock plugin publishes its file. */
   if (gm_stats_config_complete (&sstats_out) == -1 ||
