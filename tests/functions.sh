@@ -211,7 +211,7 @@ start_fails () {
 # --run command, and exit 0 as a daemon with the error in syslog.
 refused_early () {
     local name=$1; shift
-    local pats=() rc p mode
+    local pats=() rc p mode i
     while [[ $# -gt 0 && $1 != -- ]]; do pats+=("$1"); shift; done
     [[ ${1:-} == -- ]] && shift
     for mode in run daemon; do
@@ -222,7 +222,11 @@ refused_early () {
         else
             timeout -k 5 20 "$NBDKIT" -U "$T/$name.sock" -P "$T/$name.pid" "$@" \
                 >"$T/$name.$mode.err" 2>&1 </dev/null || rc=$?
-            # Had it started after all, stop it.
+            # Had it started after all, stop it (nbdkit 1.32's daemon
+            # writes its pidfile after the parent has exited).
+            if [[ $rc == 0 ]]; then
+                for i in $(seq 50); do [[ -s $T/$name.pid ]] && break; sleep 0.1; done
+            fi
             [[ -s $T/$name.pid ]] && kill "$(cat "$T/$name.pid")" 2>/dev/null
         fi
         case $rc in

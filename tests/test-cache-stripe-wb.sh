@@ -389,6 +389,8 @@ randfile bg.img $((4 << 20))
     --filter=gmblock-stripe --filter=gmblock-cache gmblock file="$T/bg.img" \
     stripe-chunk=64K stripe-data-disks=3 stripe-parity=1 cache-mode=writeback \
     cache-stats="$T/bg.stats" 2>"$T/bg.log" || fail "background: nbdkit did not start"
+# nbdkit 1.32's parent exits before the daemon writes its pidfile.
+for i in $(seq 100); do [[ -s $T/bg.pid ]] && break; sleep 0.05; done
 bgpid=$(cat "$T/bg.pid")
 _pids+=("$bgpid")
 nbdcopy bg.img "nbd+unix:///?socket=$T/bg.sock"
