@@ -8,6 +8,12 @@
 . "$(dirname "$0")/functions.sh"
 require nbdkit nbdinfo
 
+# The guest lab runs ./nbdkit from an initramfs without /dev/fd, where
+# process substitution fails ("/dev/fd/63: No such file or directory").
+if grep -nE '[<>]\(' "$NBDKIT"; then
+    fail "./nbdkit uses process substitution, which the guest lab cannot run"
+fi
+
 randfile "$T/disk.img" 1M
 f=file=$T/disk.img
 stats=-D\ gmblock-cache.stats=1
