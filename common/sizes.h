@@ -56,6 +56,16 @@ gm_next_power_of_2 (uint64_t v)
   return p;
 }
 
+/* Largest power of two <= v (1 for v 0 or 1). */
+static inline uint64_t
+gm_prev_power_of_2 (uint64_t v)
+{
+  uint64_t p = 1;
+  while (p <= v / 2)
+    p <<= 1;
+  return p;
+}
+
 static inline uint64_t
 gm_round_down (uint64_t v, uint64_t align)
 {

@@ -268,9 +268,7 @@ cache_after_fork (nbdkit_backend *backend)
    * never larger than the layer below takes (0: it set no limit).
    */
   if (lower.bmax && cfg.block_size > lower.bmax) {
-    uint64_t bs = gm_next_power_of_2 (lower.bmax);
-    if (bs > lower.bmax)
-      bs /= 2;
+    uint64_t bs = gm_prev_power_of_2 (lower.bmax);
     if (cfg.block_size_set) {
       nbdkit_error (CNAME ": cache-block-size=%s is larger than the largest "
                     "request the layer below takes (%s): lower it",

@@ -15,11 +15,7 @@
 uint32_t
 shape_preferred (const struct sp_geom *g)
 {
-  uint64_t p = 1;
-
-  while (p * 2 <= g->width)
-    p *= 2;
-  return p;
+  return gm_prev_power_of_2 (g->width);
 }
 
 /* Bytes from the last stripe boundary at or before x ('phase': the

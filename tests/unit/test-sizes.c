@@ -120,6 +120,12 @@ main (void)
   CHECK (!gm_is_power_of_2 (0) && !gm_is_power_of_2 (1536));
   CHECK_EQ_U64 (gm_next_power_of_2 (3000), 4096);
   CHECK_EQ_U64 (gm_next_power_of_2 (4096), 4096);
+  CHECK_EQ_U64 (gm_prev_power_of_2 (0), 1);
+  CHECK_EQ_U64 (gm_prev_power_of_2 (1), 1);
+  CHECK_EQ_U64 (gm_prev_power_of_2 (3000), 2048);
+  CHECK_EQ_U64 (gm_prev_power_of_2 (4096), 4096);
+  CHECK_EQ_U64 (gm_prev_power_of_2 (16383), 8192);
+  CHECK_EQ_U64 (gm_prev_power_of_2 (UINT64_MAX), UINT64_C (1) << 63);
   CHECK_EQ_U64 (gm_round_down (4097, 512), 4096);
   CHECK_EQ_U64 (gm_round_up (4097, 512), 4608);
   CHECK_EQ_U64 (gm_round_up (4096, 512), 4096);
