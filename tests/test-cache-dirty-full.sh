@@ -19,12 +19,18 @@ randfile "$T/base" $((4 * M))
 randfile "$T/new" $((4 * M))
 cp "$T/base" "$T/disk.img"
 touch "$T/broken"
-# 16 slots of 4K: the smallest cache; all of it will be dirty.
-start_server df --filter=gmblock-cache --filter=error gmblock \
-    file="$T/disk.img" cache-mode=writeback cache-size=64K \
-    cache-block-size=4K writeback-interval=3600 \
-    error-pwrite-rate=100% error-pwrite-file="$T/broken" \
-    cache-stats="$T/df.stats"
+# start_full NAME: 16 slots of 4K, the smallest cache (all of it will
+# be dirty), over a disk that fails writes while $T/broken exists.
+start_full () {
+    start_server "$1" --filter=gmblock-cache --filter=error gmblock \
+        file="$T/disk.img" cache-mode=writeback cache-size=64K \
+        cache-block-size=4K writeback-interval=3600 \
+        error-pwrite-rate=100% error-pwrite-file="$T/broken" \
+        cache-stats="$T/$1.stats"
+}
+# cache_counter NAME COUNTER: a gmblock-cache counter of server NAME, once stopped.
+cache_counter () { awk -v k="gmblock-cache.$2" '$1 == k { print $2 }' "$T/$1.stats"; }
+start_full df
 
 nbdsh -u "$(uri df)" -c "
 import os
@@ -71,20 +77,15 @@ assert open('$T/disk.img', 'rb').read() == bytes(want), 'not on the disk after t
 "
 stop_server df
 cmp "$T/disk.img" "$T/want" || fail "the disk does not hold what was written"
-cc () { awk -v k="gmblock-cache.$1" '$1 == k { print $2 }' "$T/df.stats"; }
-[[ $(cc errors) -gt 0 && $(cc no_slot) -gt 0 ]] ||
-    { cat "$T/df.stats" >&2; fail "errors=$(cc errors) no_slot=$(cc no_slot): the test did not exercise a full dirty cache"; }
-info "full dirty cache, disk failing: healthy reads and prefetch served below; errors=$(cc errors) no_slot=$(cc no_slot)"
+[[ $(cache_counter df errors) -gt 0 && $(cache_counter df no_slot) -gt 0 ]] ||
+    { cat "$T/df.stats" >&2; fail "errors=$(cache_counter df errors) no_slot=$(cache_counter df no_slot): the test did not exercise a full dirty cache"; }
+info "full dirty cache, disk failing: healthy reads and prefetch served below; errors=$(cache_counter df errors) no_slot=$(cache_counter df no_slot)"
 
 # Counters with the disk still broken: ten reads, each of which tried to
 # evict a dirty block and failed, wrote nothing back.
 cp "$T/base" "$T/disk.img"
 touch "$T/broken"
-start_server dc --filter=gmblock-cache --filter=error gmblock \
-    file="$T/disk.img" cache-mode=writeback cache-size=64K \
-    cache-block-size=4K writeback-interval=3600 \
-    error-pwrite-rate=100% error-pwrite-file="$T/broken" \
-    cache-stats="$T/dc.stats"
+start_full dc
 nbdsh -u "$(uri dc)" -c "
 new = open('$T/new', 'rb').read()
 for i in range(16):
@@ -93,9 +94,8 @@ for i in range(10):
     h.pread(4096, (1 << 20) + i * 65536)
 "
 stop_server dc                  # status 1: the 16 blocks are lost
-dc () { awk -v k="gmblock-cache.$1" '$1 == k { print $2 }' "$T/dc.stats"; }
-[[ $(dc no_slot) -ge 10 && $(dc writebacks) == 0 ]] ||
-    { cat "$T/dc.stats" >&2; fail "no_slot=$(dc no_slot) writebacks=$(dc writebacks): the reads did not meet a full dirty cache"; }
-[[ $(dc dirty_evictions) == 0 ]] ||
-    { cat "$T/dc.stats" >&2; fail "dirty_evictions=$(dc dirty_evictions) although no dirty block was written back"; }
-info "disk broken: no_slot=$(dc no_slot), dirty_evictions=0, writebacks=0"
+[[ $(cache_counter dc no_slot) -ge 10 && $(cache_counter dc writebacks) == 0 ]] ||
+    { cat "$T/dc.stats" >&2; fail "no_slot=$(cache_counter dc no_slot) writebacks=$(cache_counter dc writebacks): the reads did not meet a full dirty cache"; }
+[[ $(cache_counter dc dirty_evictions) == 0 ]] ||
+    { cat "$T/dc.stats" >&2; fail "dirty_evictions=$(cache_counter dc dirty_evictions) although no dirty block was written back"; }
+info "disk broken: no_slot=$(cache_counter dc no_slot), dirty_evictions=0, writebacks=0"
