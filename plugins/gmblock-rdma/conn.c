@@ -413,14 +413,21 @@ connect_server (struct conn *c)
                   why);
     goto fail;
   }
+  /* The NBD client negotiated these at the first connection; pieces
+   * are cut on the minimum block (a larger one would make them
+   * misaligned for the new server).
+   */
   if (c->ever && (c->rp.lim.size != c->lim.size ||
                    c->rp.lim.flags != c->lim.flags ||
-                   c->rp.lim.max_request != c->lim.max_request)) {
+                   c->rp.lim.max_request != c->lim.max_request ||
+                   c->rp.lim.min_block != c->lim.min_block)) {
     nbdkit_error (NAME ": %s:%s: the export changed across a reconnect: "
                   "size %" PRIu64 " -> %" PRIu64 ", flags 0x%x -> 0x%x, max "
-                  "request %" PRIu32 " -> %" PRIu32, server.host, server.port,
+                  "request %" PRIu32 " -> %" PRIu32 ", minimum block %"
+                  PRIu32 " -> %" PRIu32, server.host, server.port,
                   c->lim.size, c->rp.lim.size, c->lim.flags, c->rp.lim.flags,
-                  c->lim.max_request, c->rp.lim.max_request);
+                  c->lim.max_request, c->rp.lim.max_request,
+                  c->lim.min_block, c->rp.lim.min_block);
     c->refused = true;          /* trying again finds the same export */
     goto fail;
   }

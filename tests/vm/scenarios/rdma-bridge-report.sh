@@ -9,7 +9,8 @@
 # namespace of 4096-byte blocks) does no read-modify-write. A request
 # that fails says which one and why: a READ the server answers EIO (nbdkit's
 # error filter below gmblock-rdma), one whose server is gone, and one
-# whose reconnect finds an export of another size (which one).
+# whose reconnect finds an export of another size (which one) or of
+# another minimum block size.
 # lab-disks: virtio:64M nvme:64M:lbs=4096
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
@@ -120,4 +121,35 @@ grep "the export changed across a reconnect: size $((64 << 20)) -> $((16 << 20))
     fail "the changed export was connected to $(grep -c "the export changed" "$LAB_OUT/br.nbdkit.log") times for one READ and its retry"
 stop other
 stop br
+
+step "a server of another minimum block size: the reconnect refuses it"
+# Same size, flags and max request; only the minimum block grows (512 ->
+# 4096). The NBD client negotiated 512, and pieces are cut on it.
+serve mb1 10812 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1:10822
+bridge mbb 10.77.0.1:10822
+python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/mbb.sock" -c "
+import os, time, nbd
+h.pread(4096, 0)
+open('$LAB_RUN/mb-held', 'w').close()
+while not os.path.exists('$LAB_RUN/mb-go'):
+    time.sleep(0.1)
+try:
+    h.pread(4096, 0)
+    print('read ok', flush=True)
+except nbd.Error as e:
+    print('read failed:', e, flush=True)" >"$LAB_OUT/mb.out" 2>&1 &
+holder=$!
+await_file "$LAB_RUN/mb-held" $holder 60 "the holder did not read: $(cat "$LAB_OUT/mb.out")"
+stop mb1 KILL
+serve mb2 10812 /dev/vda --filter=gmblock-rdma --filter=blocksize-policy -- \
+    rdma=10.77.0.1:10822 blocksize-minimum=4096
+touch "$LAB_RUN/mb-go"
+wait $holder
+cat "$LAB_OUT/mb.out"
+grep -q "read failed" "$LAB_OUT/mb.out" ||
+    fail "a READ succeeded from an export whose minimum block grew"
+grep "the export changed across a reconnect: .*minimum block 512 -> 4096" "$LAB_OUT/mbb.nbdkit.log" ||
+    fail "the bridge did not say the minimum block changed: $(grep -i changed "$LAB_OUT/mbb.nbdkit.log")"
+stop mb2
+stop mbb
 echo "rdma-bridge-report: all checks passed"
