@@ -81,7 +81,7 @@ gm_stats_config_complete (struct gm_stats_out *s)
 {
   if (s->interval && s->path == NULL) {
     s->error ("%s: %s-interval=%u needs %s=FILE: the file to rewrite "
-              "every %u seconds", s->prefix, s->option, s->interval,
+              "every %u s", s->prefix, s->option, s->interval,
               s->option, s->interval);
     return -1;
   }
