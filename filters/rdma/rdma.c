@@ -288,6 +288,10 @@ rdma_get_ready (int thread_model)
                   why);
     return -1;
   }
+  if (gm_rdma_bind_trial (&listen_addr, why, sizeof why) == -1) {
+    nbdkit_error (NAME ": %s", why);
+    return -1;
+  }
   return 0;
 }
 
@@ -704,9 +708,7 @@ static void rdma_cleanup (nbdkit_backend *b);
 static int
 rdma_after_fork (nbdkit_backend *b)
 {
-  struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
-                            .ai_flags = AI_PASSIVE }, *ai = NULL;
-  int e;
+  char why[256];
 
   backend = b;
   if (gm_stats_start (&gm_rdma_stats_out) == -1)
@@ -716,27 +718,8 @@ rdma_after_fork (nbdkit_backend *b)
       nbdkit_error (NAME ": getrandom: %m");
       return -1;
     }
-  e = getaddrinfo (listen_addr.host, listen_addr.port, &hints, &ai);
-  if (e) {
-    nbdkit_error (NAME ": rdma=%s:%s: %s", listen_addr.host, listen_addr.port,
-                  gai_strerror (e));
-    return -1;
-  }
-  cm_ch = rdma_create_event_channel ();
-  if (cm_ch == NULL || rdma_create_id (cm_ch, &listen_id, NULL, RDMA_PS_TCP)) {
-    nbdkit_error (NAME ": cannot create an RDMA CM id: %m");
-    goto fail;
-  }
-  if (rdma_bind_addr (listen_id, ai->ai_addr)) {
-    nbdkit_error (NAME ": rdma=%s:%s: cannot bind: %m (is the address one of "
-                  "an RDMA device's network interfaces?)",
-                  listen_addr.host, listen_addr.port);
-    goto fail;
-  }
-  if (listen_id->verbs == NULL) {
-    nbdkit_error (NAME ": rdma=%s:%s: the address belongs to no RDMA device "
-                  "(give the address of an RDMA interface, not a wildcard)",
-                  listen_addr.host, listen_addr.port);
+  if (gm_rdma_bind (&listen_addr, &cm_ch, &listen_id, why, sizeof why)) {
+    nbdkit_error (NAME ": %s", why);
     goto fail;
   }
   pd = ibv_alloc_pd (listen_id->verbs);
@@ -760,7 +743,6 @@ rdma_after_fork (nbdkit_backend *b)
     goto fail;
   }
   listener_started = true;
-  freeaddrinfo (ai);
   nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %zu bytes of %s, "
                 "%u workers per client, pieces of %u bytes (%s)%s",
                 listen_addr.host, listen_addr.port,
@@ -773,7 +755,6 @@ rdma_after_fork (nbdkit_backend *b)
   return 0;
 
  fail:
-  freeaddrinfo (ai);
   rdma_cleanup (b);
   return -1;
 }

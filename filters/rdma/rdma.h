@@ -5,6 +5,7 @@
  * serve.c   one client: its completion poller and its request workers
  * memory.c  request memory: host, or device memory (registered or staged)
  * stats.c   counters, and the overlap of disk and network per size
+ * bind.c    binding the listener's address (and a trial before the fork)
  */
 #ifndef GMBLOCK_RDMA_FILTER_H
 #define GMBLOCK_RDMA_FILTER_H
@@ -24,6 +25,7 @@
 #include "statsout.h"
 #include "overlap.h"
 #include "pool.h"
+#include "rdmaaddr.h"
 #include "rdmaproto.h"
 #include "stripegeo.h"
 
@@ -151,6 +153,15 @@ bool gm_rdma_client_drain (struct client *c);
 bool gm_rdma_client_drained (struct client *c);
 int gm_rdma_client_goodbye (struct client *c, bool flushed);
 enum bye_state gm_rdma_client_bye (struct client *c);
+
+/* bind.c: bind a's address to a new CM id *id on a new channel *ch (the
+ * caller destroys both, whatever the result).  -1 with why a sentence.
+ * The trial does the same in a child process: -1 with why if it failed.
+ */
+int gm_rdma_bind (const struct gm_rdma_addr *a, struct rdma_event_channel **ch,
+                  struct rdma_cm_id **id, char *why, size_t whylen);
+int gm_rdma_bind_trial (const struct gm_rdma_addr *a, char *why,
+                        size_t whylen);
 
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);

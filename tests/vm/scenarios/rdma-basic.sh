@@ -100,6 +100,25 @@ diff "$LAB_OUT/map-tcp.txt" "$LAB_OUT/map-rdma.txt" || fail "the map through the
 awk '$1 == 0 && $2 == 10485760 && $3 == 3 { h = 1 } $1 == 10485760 && $2 == 1048576 && $3 == 0 { d = 1 }
      END { exit !(h && d) }' "$LAB_OUT/map-rdma.txt" ||
     fail "the map through the bridge does not show the hole [0, 10M) and the data [10M, 11M)"
+# A wrong rdma= address, or an RDMA port another server holds, is told
+# before nbdkit daemonises: exit status 1 and the reason on stderr (the
+# listener binds only after the fork, where a daemon could say it only
+# to syslog after its parent had exited 0).
+for bad in "10.77.0.99 cannot bind: Cannot assign requested address" \
+           "10.77.0.1 cannot bind: Address already in use"; do
+    step "a daemon with rdma=${bad%% *} is refused before it forks"
+    rc=0
+    "$LAB_REPO/nbdkit" -P "$LAB_RUN/bad.pid" -U "$LAB_RUN/bad.sock" --filter=gmblock-rdma \
+        gmblock file="$LAB_RUN/sparse.img" direct=false rdma="${bad%% *}" >"$LAB_OUT/bad-rdma.log" 2>&1 || rc=$?
+    cat "$LAB_OUT/bad-rdma.log"
+    if [ -s "$LAB_RUN/bad.pid" ]; then
+        kill "$(cat "$LAB_RUN/bad.pid")" 2>/dev/null
+        fail "rdma=${bad%% *}: the daemon started (exit $rc)"
+    fi
+    [ $rc = 1 ] || fail "rdma=${bad%% *}: exit status $rc, not 1"
+    grep -q "gmblock-rdma: rdma=${bad%% *}:10810: ${bad#* }" "$LAB_OUT/bad-rdma.log" ||
+        fail "rdma=${bad%% *}: the reason is not on stderr"
+done
 stop br3
 stop srv3
 echo "rdma-basic: all checks passed"
