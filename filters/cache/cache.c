@@ -381,12 +381,40 @@ cache_unload (void)
   blocks_free ();
 }
 
+/* Every client shares one cache, filled and written back through one
+ * context below opened with no client, hence with no export name: the
+ * plugin's default export.  A client naming another export of a plugin
+ * that serves several would be served the default's blocks, so only the
+ * default is listed and taken (bypass mode has no shared context).
+ */
+static int
+cache_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
+                    int readonly, int is_tls, struct nbdkit_exports *exports)
+{
+  if (cfg.mode == MODE_BYPASS)
+    return next (nxdata, readonly, exports);
+  return nbdkit_use_default_export (exports);
+}
+
+static const char *
+cache_default_export (nbdkit_next_default_export *next,
+                      nbdkit_backend *nxdata, int readonly, int is_tls)
+{
+  return cfg.mode == MODE_BYPASS ? next (nxdata, readonly) : "";
+}
+
 static void *
 cache_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
             const char *exportname, int is_tls)
 {
   struct conn *c;
 
+  if (cfg.mode != MODE_BYPASS && *exportname) {
+    nbdkit_error (CNAME ": export \"%s\" refused: the cache serves only the "
+                  "default export (\"\"), which every client shares",
+                  exportname);
+    return NULL;
+  }
   if (next (ctx, readonly, exportname) == -1)
     return NULL;
   c = malloc (sizeof *c);
@@ -495,6 +523,8 @@ static struct nbdkit_filter filter = {
   .after_fork = cache_after_fork,
   .cleanup = cache_cleanup,
   .unload = cache_unload,
+  .list_exports = cache_list_exports,
+  .default_export = cache_default_export,
   .open = cache_open,
   .close = cache_close,
   .get_size = cache_get_size,

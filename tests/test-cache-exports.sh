@@ -1,0 +1,55 @@
+#!/bin/bash
+# gmblock-cache over a plugin that serves several exports.  Every client
+# shares one cache, filled through one context below that nbdkit opens
+# with no client and so no export name: the plugin's default export.  A
+# client that named another export was served the default's blocks
+# (here: 'zzzz' where export a holds 'aaaa').  In every caching mode
+# only the default export is listed, and a client naming another is
+# refused with the reason; bypass (no shared context) serves each
+# export its own data.  The plugin: an nbdkit sh plugin script, exports
+# a and b, each read as its own letter, the default as z.
+. "$(dirname "$0")/functions.sh"
+require nbdinfo
+cd "$T"
+
+# (The script runs without the sanitizer run's LD_PRELOAD: tr, head and
+# dd are not ours to check.)
+cat >"$T/exports.sh" <<'SH'
+#!/usr/bin/env -S -u LD_PRELOAD bash
+case "$1" in
+    list_exports) echo a; echo b ;;
+    open) echo "h$3" ;;
+    get_size) echo 1048576 ;;
+    thread_model) echo parallel ;;
+    pread) case $2 in ha) c=a;; hb) c=b;; *) c=z;; esac
+           head -c "$3" /dev/zero | tr '\0' "$c" ;;
+    *) exit 2 ;;
+esac
+SH
+chmod +x "$T/exports.sh"
+ev=(sh "$T/exports.sh")
+
+# read4 NAME EXPORT: the first 4 bytes of EXPORT, or the error.
+read4 () {
+    nbdsh -u "nbd+unix:///$2?socket=$T/$1.sock" -c 'print(h.pread(4, 0).decode())' 2>&1 | tail -1
+}
+
+for mode in read writethrough writeback adaptive unsafe bypass; do
+    start_server "$mode" --filter=gmblock-cache "${ev[@]}" cache-mode=$mode
+    list=$(nbdinfo --list "$(uri "$mode")" | sed -n 's/^export="\(.*\)":$/\1/p' | tr '\n' ' ')
+    a=$(read4 "$mode" a) b=$(read4 "$mode" b) d=$(read4 "$mode" "")
+    info "cache-mode=$mode: exports listed: '$list'; a: $a; b: $b; default: $d"
+    [[ $d == zzzz ]] || fail "cache-mode=$mode: the default export read '$d', not zzzz"
+    if [[ $mode == bypass ]]; then
+        [[ $list == "a b " ]] || fail "bypass: exports listed '$list', not the plugin's a and b"
+        [[ $a == aaaa && $b == bbbb ]] || fail "bypass: exports a and b read '$a' and '$b'"
+    else
+        [[ $list == " " ]] || fail "cache-mode=$mode: exports listed '$list', not only the default"
+        [[ $a != aaaa && $a != zzzz ]] || fail "cache-mode=$mode: export a was served ('$a'), not refused"
+        [[ $b != bbbb && $b != zzzz ]] || fail "cache-mode=$mode: export b was served ('$b'), not refused"
+        grep -q 'gmblock-cache: export "a" refused: the cache serves only the default export' "$T/$mode.log" ||
+            fail "cache-mode=$mode: the refusal does not say why: $(grep -i error "$T/$mode.log")"
+    fi
+    stop_server "$mode"
+done
+echo "test-cache-exports: all checks passed"
