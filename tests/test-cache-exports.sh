@@ -7,7 +7,8 @@
 # only the default export is listed, and a client naming another is
 # refused with the reason; bypass (no shared context) serves each
 # export its own data.  The plugin: an nbdkit sh plugin script, exports
-# a and b, each read as its own letter, the default as z.
+# a and b, each read as its own letter, the default as z.  Over the
+# gmblock plugin, which serves one disk under any name, names are taken.
 . "$(dirname "$0")/functions.sh"
 require nbdinfo
 cd "$T"
@@ -52,4 +53,12 @@ for mode in read writethrough writeback adaptive unsafe bypass; do
     fi
     stop_server "$mode"
 done
+# Over the gmblock plugin (and only gmblock's filters) every name is
+# the one disk, as without the cache: a client naming one is served.
+randfile "$T/disk.img" $((1 << 20))
+start_server gm --filter=gmblock-cache gmblock file="$T/disk.img" direct=false
+got=$(nbdsh -u "nbd+unix:///foo?socket=$T/gm.sock" -c 'import sys; sys.stdout.buffer.write(h.pread(65536, 0))' | od -An -tx1 | md5sum)
+[[ $got == "$(head -c 65536 "$T/disk.img" | od -An -tx1 | md5sum)" ]] ||
+    fail "over the gmblock plugin, export foo was not served the disk"
+stop_server gm
 echo "test-cache-exports: all checks passed"

@@ -37,6 +37,8 @@ static const char *mode_names[] = {
 };
 static bool adaptive_back;
 static const char *size_arg = NULL;
+/* Any export name is the same disk (see cache_open). */
+static bool any_export_name;
 
 static uint64_t
 ram_bytes (void)
@@ -228,9 +230,12 @@ cache_get_ready (int thread_model)
   /* Refused again in .after_fork over other plugins, where nbdkit 1.32
    * hangs with --run and exits 0 as a daemon (registry.h).
    */
-  if (gm_registry_served_size (&size) == 1 && size == 0) {
-    nbdkit_error (CNAME ": the export is empty: nothing to cache");
-    return -1;
+  if (gm_registry_served_size (&size) == 1) {
+    if (size == 0) {
+      nbdkit_error (CNAME ": the export is empty: nothing to cache");
+      return -1;
+    }
+    any_export_name = true;     /* the gmblock plugin has one export */
   }
   lower_set_thread_model (thread_model);
   /* The pool is created now, where its errors reach the user; it is cut
@@ -385,7 +390,9 @@ cache_unload (void)
  * context below opened with no client, hence with no export name: the
  * plugin's default export.  A client naming another export of a plugin
  * that serves several would be served the default's blocks, so only the
- * default is listed and taken (bypass mode has no shared context).
+ * default is listed and taken (bypass mode has no shared context) --
+ * unless the stack below is gmblock's alone, whose plugin serves one
+ * disk under any name.
  */
 static int
 cache_list_exports (nbdkit_next_list_exports *next, nbdkit_backend *nxdata,
@@ -409,7 +416,7 @@ cache_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
 {
   struct conn *c;
 
-  if (cfg.mode != MODE_BYPASS && *exportname) {
+  if (cfg.mode != MODE_BYPASS && *exportname && !any_export_name) {
     nbdkit_error (CNAME ": export \"%s\" refused: the cache serves only the "
                   "default export (\"\"), which every client shares",
                   exportname);
