@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "nbdkitargs.h"
 
@@ -83,66 +84,66 @@ gmblock_filter (const char *name)
     strcmp (base + n - 10, "-filter.so") == 0;
 }
 
-/* Parse argv as nbdkit does: *ro for -r, *gm_only for no filter but
- * gmblock's.
- */
-static void
-parse_args (int argc, char **argv, bool *ro, bool *gm_only)
+/* Whether NAME, a --filter argument, is nbdkit's ip filter. */
+static bool
+ip_filter (const char *name)
+{
+  const char *base = strrchr (name, '/');
+
+  base = base ? base + 1 : name;
+  return strcmp (base, "ip") == 0 || strcmp (base, "nbdkit-ip-filter.so") == 0;
+}
+
+/* nbdkit's --tls values that refuse clients without TLS. */
+static bool
+tls_required (const char *v)
+{
+  return strcasecmp (v, "require") == 0 || strcasecmp (v, "required") == 0 ||
+    strcasecmp (v, "force") == 0;
+}
+
+void
+gm_nbdkit_args_parse (int argc, char **argv, struct gm_nbdkit_args *a)
 {
   char **copy = malloc ((argc + 1) * sizeof *copy);   /* getopt permutes */
   int c, idx, saved_opterr = opterr;
 
-  *ro = false;
-  *gm_only = false;             /* unknown unless parsed */
+  *a = (struct gm_nbdkit_args) { .gmblock_filters_only = false };
   if (copy == NULL)
-    return;
-  *gm_only = true;
+    return;                     /* unknown: nothing is claimed */
+  a->gmblock_filters_only = true;
   memcpy (copy, argv, argc * sizeof *copy);
   copy[argc] = NULL;
   opterr = 0;
   optind = 0;                   /* GNU: start afresh */
   while ((c = getopt_long (argc, copy, short_opts, long_opts, &idx)) != -1) {
+    const char *name = c == 0 ? long_opts[idx].name : "";
     if (c == 'r')
-      *ro = true;
-    else if (c == 0 && strcmp (long_opts[idx].name, "filter") == 0 &&
-             !gmblock_filter (optarg))
-      *gm_only = false;
+      a->readonly = true;
+    else if (strcmp (name, "filter") == 0) {
+      if (!gmblock_filter (optarg))
+        a->gmblock_filters_only = false;
+      if (ip_filter (optarg) && a->access == NULL)
+        a->access = "--filter=ip";
+    }
+    else if (strcmp (name, "tls") == 0 && tls_required (optarg) &&
+             a->access == NULL)
+      a->access = "--tls=require";
   }
   optind = 0;
   opterr = saved_opterr;
   free (copy);
 }
 
-bool
-gm_nbdkit_args_readonly (int argc, char **argv)
-{
-  bool ro, gm_only;
-
-  parse_args (argc, argv, &ro, &gm_only);
-  return ro;
-}
-
-bool
-gm_nbdkit_args_gmblock_filters_only (int argc, char **argv)
-{
-  bool ro, gm_only;
-
-  parse_args (argc, argv, &ro, &gm_only);
-  return gm_only;
-}
-
-/* Parse this process's command line (/proc/self/cmdline); false for
- * both when it cannot be read.
- */
-static void
-parse_self (bool *ro, bool *gm_only)
+void
+gm_nbdkit_self (struct gm_nbdkit_args *a)
 {
   FILE *f = fopen ("/proc/self/cmdline", "r");
   char *buf = NULL, **argv = NULL;
   size_t len = 0, cap = 0, n;
   int argc = 0;
 
-  *ro = *gm_only = false;
+  *a = (struct gm_nbdkit_args) { .gmblock_filters_only = false };
   if (f == NULL)
     return;
   for (;;) {                    /* the whole file: no size is known */
@@ -168,27 +169,9 @@ parse_self (bool *ro, bool *gm_only)
   for (size_t i = 0; i < len; i += strlen (buf + i) + 1)
     argv[argc++] = buf + i;     /* arguments end with NUL, the last too */
   if (argc > 0)
-    parse_args (argc, argv, ro, gm_only);
+    gm_nbdkit_args_parse (argc, argv, a);
  out:
   fclose (f);
   free (argv);
   free (buf);
-}
-
-bool
-gm_nbdkit_readonly (void)
-{
-  bool ro, gm_only;
-
-  parse_self (&ro, &gm_only);
-  return ro;
-}
-
-bool
-gm_nbdkit_gmblock_filters_only (void)
-{
-  bool ro, gm_only;
-
-  parse_self (&ro, &gm_only);
-  return gm_only;
 }

@@ -79,12 +79,16 @@ int
 gm_registry_served_size (uint64_t *size)
 {
   char *v = gm_registry_lookup (GM_REG_SERVED_SIZE);
+  struct gm_nbdkit_args args;
   uint64_t n;
   int r = 0;
 
-  if (v && gm_parse_u64 (v, 10, &n) == 0 && gm_nbdkit_gmblock_filters_only ()) {
-    *size = n;
-    r = 1;
+  if (v && gm_parse_u64 (v, 10, &n) == 0) {
+    gm_nbdkit_self (&args);
+    if (args.gmblock_filters_only) {
+      *size = n;
+      r = 1;
+    }
   }
   free (v);
   return r;

@@ -36,6 +36,15 @@ start_fails split_bad 'rdma-split=sometimes: expected alone .* or always' -- "${
 start_fails mem_word 'rdma-pool-memory=gpu' 'host, p2pmem, p2pmem:auto or p2pmem:BDF' -- "${f[@]}" rdma=10.0.0.1 rdma-pool-memory=gpu
 start_fails mem_bdf 'rdma-pool-memory=p2pmem:zz:00.0' 'PCI address' -- "${f[@]}" rdma=10.0.0.1 rdma-pool-memory=p2pmem:zz:00.0
 start_fails fallback_word 'rdma-pool-fallback=maybe' 'stage or refuse' -- "${f[@]}" rdma=10.0.0.1 rdma-pool-fallback=maybe
+# nbdkit's access controls guard only the clients nbdkit accepts: RDMA
+# clients would reach the export without TLS, from any address.
+echo "alice:$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')" >"$T/psk"
+start_fails tls_required 'nbdkit runs with --tls=require, which RDMA clients bypass' \
+    'add rdma-insecure=true' -- --tls=require --tls-psk="$T/psk" "${f[@]}" rdma=10.0.0.1
+start_fails ip_filter 'nbdkit runs with --filter=ip, which RDMA clients bypass' -- \
+    --filter=gmblock-rdma --filter=ip memory 1M rdma=10.0.0.1 allow=all
+start_fails insecure_word 'rdma-insecure=maybe: expected true or false' -- \
+    "${f[@]}" rdma=10.0.0.1 rdma-insecure=maybe
 
 truncate -s 1M "$T/disk.img"
 if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
@@ -43,6 +52,9 @@ if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
         "${f[@]}" rdma=127.0.0.1
     start_fails no_device_gmblock 'no RDMA device' -- \
         --filter=gmblock-rdma gmblock file="$T/disk.img" rdma=127.0.0.1:10811
+    # Told it is meant, the filter goes on (to the missing device).
+    start_fails insecure_tls 'no RDMA device' -- --tls=require --tls-psk="$T/psk" \
+        "${f[@]}" rdma=127.0.0.1 rdma-insecure=true
 else
     info "this host has RDMA devices: the no-device refusal is not tested"
 fi

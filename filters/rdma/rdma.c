@@ -59,6 +59,7 @@ static struct gm_rdma_addr listen_addr;
 static bool have_addr;
 static uint64_t pool_size = DEFAULT_POOL;
 static bool piece_set;          /* rdma-piece= given */
+static bool insecure;           /* rdma-insecure=true */
 struct rdma_settings gm_rdma_set = {
   .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE, .pool_stage = true,
   .max_clients = DEFAULT_MAX_CLIENTS,
@@ -183,6 +184,15 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     }
     return 0;
   }
+  if (strcmp (key, "rdma-insecure") == 0) {
+    int b = nbdkit_parse_bool (value);
+    if (b == -1) {
+      nbdkit_error (NAME ": rdma-insecure=%s: expected true or false", value);
+      return -1;
+    }
+    insecure = b;
+    return 0;
+  }
   if (strcmp (key, "rdma-pool-fallback") == 0) {
     if (strcmp (value, "stage") == 0 || strcmp (value, "refuse") == 0) {
       gm_rdma_set.pool_stage = strcmp (value, "stage") == 0;
@@ -231,6 +241,8 @@ static int
 rdma_config_complete (nbdkit_next_config_complete *next,
                       nbdkit_backend *nxdata)
 {
+  struct gm_nbdkit_args args;
+
   /* Both instances would share one shared object's state (once.h). */
   if (!gm_first_instance ()) {
     nbdkit_error (NAME ": --filter=gmblock-rdma is given twice: the "
@@ -250,9 +262,21 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   /* nbdkit applies its -r to the contexts it opens for its clients, not
    * to those this filter opens for RDMA clients: their writes reached
    * the disk of a read-only server. */
-  gm_rdma_set.readonly = gm_nbdkit_readonly ();
+  gm_nbdkit_self (&args);
+  gm_rdma_set.readonly = args.readonly;
   if (gm_rdma_set.readonly)
     nbdkit_debug (NAME ": nbdkit -r: RDMA clients are served read-only too");
+  /* Nor do nbdkit's access controls reach them: a server that turns
+   * away TCP clients without TLS, or by address, would serve anyone on
+   * the RDMA network unless the user says that is meant. */
+  if (args.access && !insecure) {
+    nbdkit_error (NAME ": nbdkit runs with %s, which RDMA clients bypass "
+                  "(the RDMA transport has no TLS, and nbdkit does not see "
+                  "its clients): add rdma-insecure=true to serve them "
+                  "anyway, on a network only trusted hosts reach",
+                  args.access);
+    return -1;
+  }
   return stripe_streams ();
 }
 
@@ -265,6 +289,7 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   "rdma-split=alone|always Split a READ only when alone in service (alone).\n" \
   "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \
   "rdma-pool-fallback=stage|refuse  If the NIC cannot register it (stage).\n" \
+  "rdma-insecure=true      Serve RDMA clients under --tls=require or the ip filter.\n" \
   "rdma-stats=FILE         Write counters to FILE at exit.\n" \
   "rdma-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 

@@ -1,5 +1,5 @@
 /* Unit test: common/nbdkitargs (is nbdkit read-only, are its filters
- * all gmblock's, from its argv). */
+ * all gmblock's, does it restrict clients, from its argv). */
 #include <stdio.h>
 #include <string.h>
 
@@ -7,11 +7,12 @@
 #include "unit.h"
 
 /* Split a command line at spaces ('_' stands for a space inside one
- * argument) and ask. */
-static bool
-parse (const char *line, bool want_ro)
+ * argument) and parse it. */
+static struct gm_nbdkit_args
+parse (const char *line)
 {
   char buf[512], *argv[64], *save, *w;
+  struct gm_nbdkit_args a;
   int argc = 0;
 
   snprintf (buf, sizeof buf, "%s", line);
@@ -21,12 +22,22 @@ parse (const char *line, bool want_ro)
         *c = ' ';
     argv[argc++] = w;
   }
-  return want_ro ? gm_nbdkit_args_readonly (argc, argv)
-    : gm_nbdkit_args_gmblock_filters_only (argc, argv);
+  gm_nbdkit_args_parse (argc, argv, &a);
+  return a;
 }
 
-static bool ro (const char *line) { return parse (line, true); }
-static bool gm_only (const char *line) { return parse (line, false); }
+static bool ro (const char *line) { return parse (line).readonly; }
+static bool gm_only (const char *line)
+{
+  return parse (line).gmblock_filters_only;
+}
+/* What restricts TCP clients, or "" for nothing. */
+static const char *
+access_of (const char *line)
+{
+  const char *a = parse (line).access;
+  return a ? a : "";
+}
 
 int
 main (void)
@@ -57,7 +68,9 @@ main (void)
   CHECK (ro ("nbdkit -r x"));
   CHECK (!ro ("nbdkit x"));
   /* This process: the unit test was not started with -r. */
-  CHECK (!gm_nbdkit_readonly ());
+  struct gm_nbdkit_args self;
+  gm_nbdkit_self (&self);
+  CHECK (!self.readonly);
 
   /* Only gmblock's filters (they keep the export's size), by name or
    * by the path ./nbdkit passes. */
@@ -79,7 +92,25 @@ main (void)
   /* Read-only and filters from one command line. */
   CHECK (ro ("nbdkit -r --filter=truncate gmblock file=x"));
   CHECK (gm_only ("nbdkit -r --filter=gmblock-cache gmblock file=x"));
-  /* This process: no filter at all. */
-  CHECK (gm_nbdkit_gmblock_filters_only ());
+  /* This process: no filter at all, no access control. */
+  CHECK (self.gmblock_filters_only);
+  CHECK (self.access == NULL);
+
+  /* nbdkit's access controls, which a listener of a filter's own
+   * (gmblock-rdma) bypasses. */
+  CHECK (strcmp (access_of ("nbdkit --tls=require gmblock file=x"), "--tls=require") == 0);
+  CHECK (strcmp (access_of ("nbdkit --tls require gmblock file=x"), "--tls=require") == 0);
+  CHECK (strcmp (access_of ("nbdkit --tls=REQUIRED gmblock file=x"), "--tls=require") == 0);
+  CHECK (strcmp (access_of ("nbdkit --tls=force gmblock file=x"), "--tls=require") == 0);
+  CHECK (strcmp (access_of ("nbdkit gmblock file=x --tls=require"), "--tls=require") == 0);
+  CHECK (strcmp (access_of ("nbdkit --filter=ip gmblock file=x allow=1.2.3.4"), "--filter=ip") == 0);
+  CHECK (strcmp (access_of ("nbdkit --filter /usr/lib/nbdkit/filters/nbdkit-ip-filter.so gmblock file=x"), "--filter=ip") == 0);
+  CHECK (strcmp (access_of ("nbdkit --filter=ip --tls=require gmblock file=x"), "--filter=ip") == 0);
+  /* TLS offered, not required; an option's argument; a parameter. */
+  CHECK (strcmp (access_of ("nbdkit --tls=on gmblock file=x"), "") == 0);
+  CHECK (strcmp (access_of ("nbdkit --tls=off gmblock file=x"), "") == 0);
+  CHECK (strcmp (access_of ("nbdkit -D --tls=require gmblock file=x"), "") == 0);
+  CHECK (strcmp (access_of ("nbdkit gmblock file=x tls=require filter=ip"), "") == 0);
+  CHECK (strcmp (access_of ("nbdkit --filter=ipx --filter=/x/ip.so gmblock file=x"), "") == 0);
   UNIT_DONE ();
 }
