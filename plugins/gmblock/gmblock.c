@@ -131,6 +131,14 @@ setup_alignment (void)
                   gm.mem_align);
     return -1;
   }
+  /* A read-modify-write reads the partial last block into its pool
+   * buffer at a multiple of gm.align from the buffer's start: with a
+   * memory alignment larger than that (a disk whose DMA alignment
+   * exceeds its logical block), that address would be refused.  Whole
+   * blocks of the memory alignment then, at some read-modify-write.
+   */
+  if (gm.align < gm.mem_align)
+    gm.align = gm.mem_align;
   /* DMA straight into nbdkit's buffer only when it starts on a page
    * (or when the file takes any address: no DMA at all, as tmpfs).
    * Not every driver keeps to the dma_alignment it advertises: zram on
