@@ -16,6 +16,24 @@
 #include "sizes.h"
 #include "stripegeo.h"
 
+/* dir/rel into path[PATH_MAX].  -1 when it does not fit: a cut path
+ * names another file (dir comes from realpath, up to PATH_MAX - 1 long
+ * under a deep stripe-sysfs= tree).
+ */
+static int
+sub_path (char *path, const char *dir, const char *rel)
+{
+  int n = snprintf (path, PATH_MAX, "%s/%s", dir, rel);
+  return n >= 0 && n < PATH_MAX ? 0 : -1;
+}
+
+static bool
+sub_exists (const char *dir, const char *rel)
+{
+  char path[PATH_MAX];
+  return sub_path (path, dir, rel) == 0 && access (path, F_OK) == 0;
+}
+
 /* One line of dir/rel without its newline.  Returns 0 or -1. */
 static int
 read_str (const char *dir, const char *rel, char *buf, size_t len)
@@ -24,8 +42,7 @@ read_str (const char *dir, const char *rel, char *buf, size_t len)
   FILE *fp;
   bool ok;
 
-  snprintf (path, sizeof path, "%s/%s", dir, rel);
-  if ((fp = fopen (path, "r")) == NULL)
+  if (sub_path (path, dir, rel) == -1 || (fp = fopen (path, "r")) == NULL)
     return -1;
   ok = fgets (buf, len, fp) != NULL;
   fclose (fp);
@@ -196,7 +213,7 @@ device_dir (const char *root, unsigned maj, unsigned min, char *dir,
     return -1;
   snprintf (name, namelen, "%s", strrchr (dir, '/') + 1);
   *part_start = 0;
-  if (access (strcat (strcpy (link, dir), "/partition"), F_OK) == 0) {
+  if (sub_exists (dir, "partition")) {
     if (read_u64 (dir, "start", &start) == 0)
       *part_start = start * 512;
     *strrchr (dir, '/') = '\0';
@@ -217,7 +234,7 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
               "(tmpfs, overlay or a network file system)", maj, min, root);
     return 0;
   }
-  if (access (strcat (strcpy (backing, dir), "/md/level"), F_OK) == 0) {
+  if (sub_exists (dir, "md/level")) {
     int r = from_md_dir (dir, name, s, why, whylen);
     s->offset = part_start;
     return r;

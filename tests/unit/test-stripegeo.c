@@ -2,6 +2,7 @@
  * and detection in a small fake sysfs tree (md, a partition of it, a
  * loop device over a file on it, a reshape, a plain disk).
  */
+#include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -234,12 +235,93 @@ tree (void)
   CHECK (system (text) == 0);
 }
 
+/* A stripe-sysfs= tree so deep that a device's directory, as realpath
+ * gives it, nearly fills PATH_MAX: its files' paths do not fit.  They
+ * were built with strcat into PATH_MAX buffers, past their end (ASan:
+ * stack-buffer-overflow in device_dir).  Now such a device is just
+ * not one detection can read; one a little less deep still is.
+ */
+static void
+deep_tree (void)
+{
+  char top[64], file[128], link[128];
+  char dir[PATH_MAX + 64], rel[PATH_MAX + 64], cmd[PATH_MAX + 160];
+  const char *seg = "/ddddddddddddddddddddddddddddddddddddddddddddddddddd"
+    "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+    "ddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddddd"
+    "ddddddddddddddddddddddddddddddd";    /* 200 bytes */
+  struct gm_stripe s;
+  struct stat st;
+  FILE *fp;
+
+  snprintf (top, sizeof top, "/var/tmp/test-stripegeo-deep.XXXXXX");
+  CHECK (mkdtemp (top) != NULL);
+  snprintf (file, sizeof file, "%s/data", top);
+  CHECK ((fp = fopen (file, "w")) != NULL);
+  fclose (fp);
+  CHECK (stat (file, &st) == 0);
+  snprintf (dir, sizeof dir, "%s/dev/block", top);
+  snprintf (cmd, sizeof cmd, "mkdir -p '%s'", dir);
+  CHECK (system (cmd) == 0);
+  snprintf (link, sizeof link, "%s/dev/block/%u:%u", top, major (st.st_dev),
+            minor (st.st_dev));
+
+  /* md0 at a path of 'len' bytes, with a raid5 in it. */
+  for (size_t len = PATH_MAX - 196; len < PATH_MAX; len += 190) {
+    static const char *const md[][2] = {
+      { "level", "raid5" }, { "chunk_size", "65536" },
+      { "raid_disks", "4" }, { "layout", "2" },
+    };
+    int r;
+
+    /* top/devices/ddd.../mmm.../md0 and its link ../../devices/... */
+    char tail[PATH_MAX] = "";
+    size_t base = strlen (top) + strlen ("/devices"), pad, at;
+    while (base + strlen (tail) + strlen (seg) + 64 < len)
+      strcat (tail, seg);
+    pad = len - base - strlen (tail) - strlen ("/") - strlen ("/md0");
+    strcat (tail, "/");
+    at = strlen (tail);
+    memset (tail + at, 'm', pad);
+    tail[at + pad] = '\0';
+    strcat (tail, "/md0");
+    snprintf (dir, sizeof dir, "%s/devices%s", top, tail);
+    snprintf (rel, sizeof rel, "../../devices%s", tail);
+    CHECK (strlen (dir) == len);
+    snprintf (cmd, sizeof cmd, "mkdir -p '%s'", dir);
+    CHECK (system (cmd) == 0);
+    /* The files themselves, where they fit: the shallower tree. */
+    for (size_t i = 0; i < 4; i++) {
+      char path[PATH_MAX + 96];
+      snprintf (path, sizeof path, "%s/md/%s", dir, md[i][0]);
+      if (strlen (path) >= PATH_MAX)
+        continue;
+      snprintf (cmd, sizeof cmd, "mkdir -p '%s/md'", dir);
+      CHECK (system (cmd) == 0);
+      CHECK ((fp = fopen (path, "w")) != NULL);
+      fprintf (fp, "%s\n", md[i][1]);
+      fclose (fp);
+    }
+    unlink (link);
+    CHECK (symlink (rel, link) == 0);
+    memset (&s, 0, sizeof s);
+    r = gm_stripe_detect (top, file, &s, why, sizeof why);
+    if (len + strlen ("/md/chunk_size") < PATH_MAX)
+      CHECK (r == 1 && s.data_disks == 3);
+    else
+      CHECK (r == 0 && strstr (why, "is not a RAID"));
+  }
+  snprintf (cmd, sizeof cmd, "rm -rf '%s'", top);
+  CHECK (system (cmd) == 0);
+}
+
 int
 main (void)
 {
   levels ();
   hints ();
   tree ();
+  deep_tree ();
   /* Stream layouts. */
   {
     struct gm_stripe s = { .chunk = 65536, .data_disks = 4 };
