@@ -146,6 +146,38 @@ gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
 static int resolve (const char *root, unsigned maj, unsigned min, int depth,
                     struct gm_stripe *s, char *why, size_t whylen);
 
+/* md RAID0 over members of different sizes stripes in zones: all
+ * members up to the smallest one's end, then those that are larger,
+ * and so on (md's create_strip_zones, which rounds each member down to
+ * whole chunks; md/rdN/size shows that, in KiB).  The stripe of all
+ * members, md's own io_opt, holds in the first zone only: say where
+ * that ends in s->note (left alone when the sizes cannot be read).
+ */
+static void
+md_zones (const char *dir, const char *name, struct gm_stripe *s)
+{
+  uint64_t lo = UINT64_MAX, hi = 0, kib;
+  char rel[64], a[32];
+
+  for (unsigned i = 0; i < s->data_disks; i++) {
+    snprintf (rel, sizeof rel, "md/rd%u/size", i);
+    if (read_u64 (dir, rel, &kib) == -1 || kib > UINT64_MAX / 1024)
+      return;
+    kib = kib * 1024 / s->chunk;
+    if (kib < lo)
+      lo = kib;
+    if (kib > hi)
+      hi = kib;
+  }
+  if (lo != hi)
+    snprintf (s->note, sizeof s->note, "%s: raid0 over members of "
+              "different sizes: md stripes the first %s over all %u "
+              "members, the rest over fewer (zones): the stripe holds "
+              "there only", name,
+              gm_format_size (lo * s->chunk * s->data_disks, a, sizeof a),
+              s->data_disks);
+}
+
 static int
 from_md_dir (const char *dir, const char *name, struct gm_stripe *s,
              char *why, size_t whylen)
@@ -191,6 +223,8 @@ from_md_dir (const char *dir, const char *name, struct gm_stripe *s,
                          s, w, sizeof w);
   if (r == -1 && strstr (w, "reshape"))
     s->reshape = true;
+  if (r == 1 && strcmp (level, "raid0") == 0)
+    md_zones (dir, name, s);
   if (r != 1)
     snprintf (why, whylen, "%s: %s", name, w);
   else
@@ -286,6 +320,7 @@ gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
   dev_t d;
 
   s->reshape = false;
+  s->note[0] = '\0';
   if (stat (path, &st) == -1) {
     snprintf (why, whylen, "%s: %s", path, strerror (errno));
     return -1;

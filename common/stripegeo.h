@@ -25,6 +25,8 @@ struct gm_stripe {
   bool reshape;                 /* -1 because md is reshaping: the
                                  * geometry is changing (try later) */
   char source[160];             /* where it came from, for messages */
+  char note[256];               /* where it does not hold (RAID0 zones),
+                                 * to be said at start-up; else "" */
 };
 
 /* Bytes of data in one full stripe. */

@@ -3,7 +3,8 @@
 # gmblock plugin names its file; the filter finds the file's device in
 # a fake sysfs tree from tests/fake-sysfs.py): a plain disk passes
 # through with one note, md RAID0 / RAID5 / a partition of md are
-# detected, options override detection with a warning; the block sizes
+# detected (a RAID0 over members of different sizes with a note: zones),
+# options override detection with a warning; the block sizes
 # nbdinfo sees follow the stripe; data passes byte-exact (nbdcopy both
 # ways); NBD_CMD_CACHE is rounded out to whole stripes, as the counters
 # and a logging plugin below show.
@@ -108,6 +109,23 @@ expect "raid0: stripe_bytes" "$(scounter raid0.stats stripe_bytes)" 131072
 w=$(scounter raid0.stats writes) f=$(scounter raid0.stats writes_full_stripe) p=$(scounter raid0.stats writes_partial)
 [[ $w -gt 0 && $((f + p)) == "$w" ]] || fail "raid0: writes $w != full $f + partial $p"
 info "raid0: $(grep 'geometry:' "$T/raid0.log"); nbdcopy: $w writes, $f full-stripe"
+
+# 2b. The same RAID0 over members of different sizes: md stripes it in
+# zones (both members, then the larger one alone), so the stripe holds
+# in the first zone only: shaped as md's io_opt says, with one note at
+# start-up naming where the first zone ends; none with both options.
+size_vda=$(cat "$md0/md/dev-vda/size")
+echo $((size_vda / 2)) >"$md0/md/dev-vda/size"
+serve zones "${gm[@]}"
+expect "zones: preferred" "$(bsize zones preferred)" 131072
+stop_server zones
+expect "zones: active" "$(scounter zones.stats active)" 1
+n=$(grep -c "note: md0: raid0 over members of different sizes: md stripes the first 1022M over all 2 members" "$T/zones.log" || true)
+[[ $n == 1 ]] || { cat "$T/zones.log" >&2; fail "zones: the note appeared $n times, expected once"; }
+serve zones_opt "${gm[@]}" stripe-chunk=64K stripe-data-disks=2
+stop_server zones_opt
+! grep -q "different sizes" "$T/zones_opt.log" || fail "zones: a note although the options give the stripe"
+echo "$size_vda" >"$md0/md/dev-vda/size"
 
 # 3. RAID5 on 4 members: 3 data chunks = 192K, not a power of two:
 # preferred is 128K, the exact stripe is in the counters.

@@ -59,6 +59,8 @@ apply_options (struct gm_stripe *geo, bool detected, bool warn)
   }
   if (detected && (cfg.chunk || cfg.data_disks || cfg.parity >= 0))
     snprintf (geo->source, sizeof geo->source, "%.120s, with options", src);
+  if (cfg.chunk && cfg.data_disks)
+    geo->note[0] = '\0';       /* the options say where the stripe is */
 }
 
 /* Options alone: they must give the whole geometry. */
@@ -193,7 +195,16 @@ geometry_decide (void)
   else if (!current.active)
     fprintf (stderr, "nbdkit: " SNAME ": %s: passing everything through\n",
              why);
+  else
+    geometry_note (&current);
   return 0;
+}
+
+void
+geometry_note (const struct sp_geom *g)
+{
+  if (g->active && g->geo.note[0])
+    fprintf (stderr, "nbdkit: " SNAME ": note: %s\n", g->geo.note);
 }
 
 bool

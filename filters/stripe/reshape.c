@@ -60,6 +60,7 @@ tell (const struct sp_geom *g, const struct sp_geom *old, const char *why)
   geometry_describe (g, now, sizeof now);
   fprintf (stderr, "nbdkit: " SNAME ": geometry for new connections: %s "
            "(was: %s)\n", now, was);
+  geometry_note (g);
 }
 
 int

@@ -65,6 +65,10 @@ void geometry_current (struct sp_geom *g);
 int geometry_replace (const struct sp_geom *g, struct sp_geom *old);
 /* One line: source, chunk, data disks, parity, stripe, offset, preferred. */
 void geometry_describe (const struct sp_geom *g, char *buf, size_t len);
+/* Say where an active geometry does not hold (RAID0 zones), if it
+ * does not everywhere.
+ */
+void geometry_note (const struct sp_geom *g);
 /* Print the geometry to stderr (-D gmblock-stripe.verbose=1). */
 void geometry_print (void);
 void geometry_unload (void);

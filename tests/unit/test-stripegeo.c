@@ -224,6 +224,28 @@ tree (void)
   }
   put ("devices/virtual/block/md0/md/raid_disks", "5");
   CHECK (detect (file, &s) == 1 && s.data_disks == 4 && !s.reshape);
+
+  /* RAID0 over members of different sizes stripes in zones (all three
+   * members up to 8M each, then two): the stripe of all of them, with
+   * a note of where it ends.  Sizes that differ by less than a chunk
+   * are one zone (md rounds them down).
+   */
+  CHECK (s.note[0] == '\0');
+  put ("devices/virtual/block/md0/md/level", "raid0");
+  put ("devices/virtual/block/md0/md/raid_disks", "3");
+  put ("devices/virtual/block/md0/md/rd0/size", "16384");
+  put ("devices/virtual/block/md0/md/rd1/size", "16384");
+  put ("devices/virtual/block/md0/md/rd2/size", "8192");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3 && s.chunk == 65536);
+  CHECK (strstr (s.note, "md0: raid0 over members of different sizes: md "
+                 "stripes the first 24M over all 3 members") != NULL);
+  put ("devices/virtual/block/md0/md/rd2/size", "16440");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3 && s.note[0] == '\0');
+  /* RAID10 and parity RAID use the smallest member's size on all. */
+  put ("devices/virtual/block/md0/md/rd2/size", "8192");
+  put ("devices/virtual/block/md0/md/level", "raid5");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 2 && s.note[0] == '\0');
+  put ("devices/virtual/block/md0/md/raid_disks", "5");
   put ("devices/virtual/block/md0/md/level", "raid9");
   CHECK (detect (file, &s) == 0 && !s.reshape);
   put ("devices/virtual/block/md0/md/level", "raid5");

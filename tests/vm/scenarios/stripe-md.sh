@@ -8,9 +8,14 @@
 # read (without the filter, on RAID5: one member). Data round trips:
 # ext4 through nbd-client on RAID0 and RAID5-4, then through QEMU's NBD
 # client (qemu-nbd --connect) on RAID0, checked on md0 itself. A
-# partition of the RAID5 and a loop device over it are followed.
-# lab-disks: virtio:32M virtio:32M virtio:32M virtio:32M virtio:32M
-# lab-timeout: 240
+# partition of the RAID5 and a loop device over it are followed. RAID6
+# on 5, RAID4 on 4, RAID10 offset=2 and near=2 on 3 members: geometry
+# and block sizes as mdadm and md's io_opt say. RAID0 over members of
+# different sizes (vdf is 16M: md stripes in zones): the stripe of all
+# members, as md's io_opt, with a note of where it stops holding; none
+# when the options give the stripe.
+# lab-disks: virtio:32M virtio:32M virtio:32M virtio:32M virtio:32M virtio:16M
+# lab-timeout: 300
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 . "$LAB_REPO/tests/vm/guest/stripe.sh"
 load virtio_blk nbd ext4 md-mod raid0 raid456 raid10 loop
@@ -100,4 +105,33 @@ for lay in n2 f2; do
     stop raid10-$lay
     check_geometry raid10-$lay "md0 raid10"
 done
+
+# levels NAME LEVEL LAYOUT MEMBER...: the geometry and block sizes only.
+levels() {
+    array "$@"
+    stripe_serve "$1" /dev/md0
+    probe
+    check_block_sizes "$1"
+    stop "$1"
+    check_geometry "$1" "md0 $LEVEL"
+}
+levels raid6-5 6 "" "${M5[@]}"
+levels raid4-4 4 "" "${M4[@]}"
+levels raid10-o2 10 o2 "${M4[@]}"
+levels raid10-n2-3 10 n2 vda vdb vdc
+
+array raid0-zones 0 "" vda vdb vdf
+echo "md0 members (KiB): $(cat /sys/block/md0/md/rd*/size | tr '\n' ' ')"
+stripe_serve zones /dev/md0
+probe
+check_block_sizes zones
+stop zones
+check_geometry zones "md0 raid0"
+grep -F "note: md0: raid0 over members of different sizes: md stripes the first" "$LAB_OUT/zones.nbdkit.log" ||
+    fail "zones: no note that md0 stripes in zones"
+stripe_serve zones-opt /dev/md0 -- stripe-chunk=64K stripe-data-disks=3
+probe
+stop zones-opt
+[ "$PREF" = 131072 ] || fail "zones with options: preferred block $PREF, expected 128K (3 x 64K)"
+! grep -q "different sizes" "$LAB_OUT/zones-opt.nbdkit.log" || fail "zones with options: a note although the options give the stripe"
 must mdadm --stop /dev/md0
