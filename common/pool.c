@@ -13,37 +13,51 @@
 #define WORD_BITS 64
 
 static inline bool
+bit_set (const uint64_t *map, size_t i)
+{
+  return map[i / WORD_BITS] >> (i % WORD_BITS) & 1;
+}
+
+static inline bool
 unit_used (const struct gm_pool *p, size_t i)
 {
-  return p->bitmap[i / WORD_BITS] >> (i % WORD_BITS) & 1;
+  return bit_set (p->bitmap, i);
+}
+
+static void
+mark_map (uint64_t *map, size_t start, size_t n, bool set)
+{
+  for (size_t i = start; i < start + n; i++) {
+    uint64_t bit = UINT64_C (1) << (i % WORD_BITS);
+    if (set)
+      map[i / WORD_BITS] |= bit;
+    else
+      map[i / WORD_BITS] &= ~bit;
+  }
 }
 
 static void
 mark (struct gm_pool *p, size_t start, size_t n, bool used)
 {
-  for (size_t i = start; i < start + n; i++) {
-    uint64_t bit = UINT64_C (1) << (i % WORD_BITS);
-    if (used)
-      p->bitmap[i / WORD_BITS] |= bit;
-    else
-      p->bitmap[i / WORD_BITS] &= ~bit;
-  }
+  mark_map (p->bitmap, start, n, used);
 }
 
-/* First-fit search for n free units; full words are skipped. */
+/* First-fit search from unit 'from' for n units clear in map; full
+ * words are skipped.
+ */
 static ssize_t
-find_run (const struct gm_pool *p, size_t n)
+find_clear (const struct gm_pool *p, const uint64_t *map, size_t from, size_t n)
 {
   size_t run = 0, start = 0;
 
-  for (size_t i = p->first_free; i < p->nunits; ) {
-    uint64_t w = p->bitmap[i / WORD_BITS];
+  for (size_t i = from; i < p->nunits; ) {
+    uint64_t w = map[i / WORD_BITS];
     if (i % WORD_BITS == 0 && w == UINT64_MAX) {
       run = 0;
       i += WORD_BITS;
       continue;
     }
-    if (unit_used (p, i))
+    if (bit_set (map, i))
       run = 0;
     else if (run++ == 0)
       start = i;
@@ -52,6 +66,13 @@ find_run (const struct gm_pool *p, size_t n)
     i++;
   }
   return -1;
+}
+
+/* First-fit search for n free units. */
+static ssize_t
+find_run (const struct gm_pool *p, size_t n)
+{
+  return find_clear (p, p->bitmap, p->first_free, n);
 }
 
 /* The pool's bookkeeping for nunits units; the memory comes later. */
@@ -75,8 +96,11 @@ pool_alloc (size_t size, char *err, size_t errlen)
   p->nunits = gm_round_up (size, GM_POOL_UNIT) / GM_POOL_UNIT;
   words = (p->nunits + WORD_BITS - 1) / WORD_BITS;
   p->bitmap = calloc (words, sizeof (uint64_t));
-  if (p->bitmap == NULL) {
+  p->lost_map = calloc (words, sizeof (uint64_t));
+  if (p->bitmap == NULL || p->lost_map == NULL) {
     snprintf (err, errlen, "calloc: %s", strerror (errno));
+    free (p->bitmap);
+    free (p->lost_map);
     free (p);
     return NULL;
   }
@@ -131,6 +155,7 @@ gm_pool_destroy (struct gm_pool *p)
   pthread_mutex_destroy (&p->lock);
   pthread_cond_destroy (&p->freed);
   free (p->bitmap);
+  free (p->lost_map);
   free (p);
 }
 
@@ -155,7 +180,9 @@ take (struct gm_pool *p, size_t n)
 /* Waiters are served in the order they came (tickets): with first fit
  * alone, a large request could wait for ever while small ones, already
  * running, took every run freed before it woke.  A request that finds
- * others waiting queues behind them even if its own would fit.
+ * others waiting queues behind them even if its own would fit.  Once
+ * buffers were quarantined, the one in line fails (EIO) if no run of
+ * its size is left outside them: it would wait for ever.
  */
 static void *
 get (struct gm_pool *p, size_t len, bool wait)
@@ -180,12 +207,18 @@ get (struct gm_pool *p, size_t len, bool wait)
   }
   p->waits++;
   ticket = p->next_ticket++;
-  while (p->serving != ticket || (buf = take (p, n)) == NULL)
+  while (p->serving != ticket || (buf = take (p, n)) == NULL) {
+    if (p->serving == ticket && p->lost > 0 &&
+        find_clear (p, p->lost_map, 0, n) < 0)
+      break;
     pthread_cond_wait (&p->freed, &p->lock);
+  }
   p->serving++;
   pthread_mutex_unlock (&p->lock);
   /* The next in line may fit in what is left. */
   pthread_cond_broadcast (&p->freed);
+  if (buf == NULL)
+    errno = EIO;
   return buf;
 }
 
@@ -212,6 +245,20 @@ gm_pool_put (struct gm_pool *p, void *buf, size_t len)
   if (start < p->first_free)
     p->first_free = start;
   p->in_use -= n;
+  pthread_mutex_unlock (&p->lock);
+  pthread_cond_broadcast (&p->freed);
+}
+
+void
+gm_pool_quarantine (struct gm_pool *p, void *buf, size_t len)
+{
+  size_t n = gm_round_up (len, GM_POOL_UNIT) / GM_POOL_UNIT;
+  size_t start = ((char *) buf - (char *) p->mem.addr) / GM_POOL_UNIT;
+
+  /* Its units stay in use for good; waiters must learn what is left. */
+  pthread_mutex_lock (&p->lock);
+  mark_map (p->lost_map, start, n, true);
+  p->lost += n;
   pthread_mutex_unlock (&p->lock);
   pthread_cond_broadcast (&p->freed);
 }

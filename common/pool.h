@@ -24,6 +24,8 @@ struct gm_pool {
   struct gm_mem mem;
   size_t nunits;
   uint64_t *bitmap;             /* 1 = unit in use */
+  uint64_t *lost_map;           /* 1 = unit quarantined (never free again) */
+  size_t lost;                  /* units quarantined */
   size_t first_free;            /* no free unit below this index */
   pthread_mutex_t lock;
   pthread_cond_t freed;
@@ -52,11 +54,19 @@ struct gm_pool *gm_pool_create_on (struct gm_mem *mem, char *err,
 void gm_pool_destroy (struct gm_pool *pool);
 
 /* Get a buffer of at least len bytes (len <= pool size), aligned to
- * GM_POOL_UNIT.  Waits while the pool is full.  Returns NULL only if
- * len is 0 or larger than the pool (errno = EINVAL).
+ * GM_POOL_UNIT.  Waits while the pool is full.  Returns NULL if len is
+ * 0 or larger than the pool (errno = EINVAL), or if quarantined buffers
+ * leave no run of len bytes that could ever be free (errno = EIO).
  */
 void *gm_pool_get (struct gm_pool *pool, size_t len);
 void gm_pool_put (struct gm_pool *pool, void *buf, size_t len);
+
+/* Instead of gm_pool_put, for a buffer that I/O abandoned by the kernel
+ * may still land in (or be read from): it is never handed out again
+ * (its memory stays mapped), and waiters it leaves without a chance
+ * fail with EIO rather than wait for ever.
+ */
+void gm_pool_quarantine (struct gm_pool *pool, void *buf, size_t len);
 
 /* Like gm_pool_get but never waits: NULL (errno = EAGAIN) when full or
  * when others wait (it does not overtake them). */

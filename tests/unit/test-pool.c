@@ -111,6 +111,70 @@ large_not_starved (void)
   gm_pool_destroy (pool);
 }
 
+static void *
+get_4_units (void *arg)
+{
+  void *b = gm_pool_get (pool, 4 * GM_POOL_UNIT);
+  *(int *) arg = b ? 0 : errno;
+  if (b)
+    gm_pool_put (pool, b, 4 * GM_POOL_UNIT);
+  return NULL;
+}
+
+/* A quarantined buffer (I/O abandoned by the kernel may still land in
+ * it) is never handed out again, and a request that what is left can
+ * never serve fails with EIO, waiting or not, instead of waiting for
+ * ever; one that can still be served waits as before.
+ */
+static void
+quarantine (void)
+{
+  char err[256];
+  void *a, *b, *c;
+  pthread_t t;
+  int r = -1;
+
+  pool = gm_pool_create (8 * GM_POOL_UNIT, GM_HUGE_OFF, err, sizeof err);
+  CHECK (pool != NULL);
+  a = gm_pool_get (pool, 2 * GM_POOL_UNIT);
+  b = gm_pool_get (pool, 6 * GM_POOL_UNIT);
+  /* Waits: the pool is full. */
+  CHECK (pthread_create (&t, NULL, get_4_units, &r) == 0);
+  usleep (20 * 1000);
+  gm_pool_put (pool, b, 6 * GM_POOL_UNIT);
+  pthread_join (t, NULL);
+  CHECK (r == 0);               /* 6 free units: it was served */
+  b = gm_pool_get (pool, 6 * GM_POOL_UNIT);
+  CHECK (pthread_create (&t, NULL, get_4_units, &r) == 0);
+  usleep (20 * 1000);
+  gm_pool_quarantine (pool, b, 6 * GM_POOL_UNIT);
+  pthread_join (t, NULL);
+  CHECK (r == EIO);             /* 2 units left, for good */
+  errno = 0;
+  CHECK (gm_pool_get (pool, 3 * GM_POOL_UNIT) == NULL && errno == EIO);
+  /* What is left still serves what fits, never the quarantined units. */
+  gm_pool_put (pool, a, 2 * GM_POOL_UNIT);
+  c = gm_pool_get (pool, 2 * GM_POOL_UNIT);
+  CHECK (c == a);
+  errno = 0;
+  CHECK (gm_pool_tryget (pool, GM_POOL_UNIT) == NULL && errno == EAGAIN);
+  gm_pool_put (pool, c, 2 * GM_POOL_UNIT);
+  gm_pool_destroy (pool);
+
+  /* A unit lost in the middle: a whole-pool request can never fit. */
+  pool = gm_pool_create (8 * GM_POOL_UNIT, GM_HUGE_OFF, err, sizeof err);
+  CHECK (pool != NULL);
+  a = gm_pool_get (pool, 4 * GM_POOL_UNIT);
+  b = gm_pool_get (pool, GM_POOL_UNIT);
+  gm_pool_put (pool, a, 4 * GM_POOL_UNIT);
+  gm_pool_quarantine (pool, b, GM_POOL_UNIT);
+  CHECK ((a = gm_pool_get (pool, 4 * GM_POOL_UNIT)) != NULL);
+  gm_pool_put (pool, a, 4 * GM_POOL_UNIT);
+  errno = 0;
+  CHECK (gm_pool_get (pool, 5 * GM_POOL_UNIT) == NULL && errno == EIO);
+  gm_pool_destroy (pool);
+}
+
 int
 main (void)
 {
@@ -179,6 +243,7 @@ main (void)
   gm_pool_destroy (pool);
 
   large_not_starved ();
+  quarantine ();
 
   /* hugepages=auto always works (falls back); a pool is usable. */
   pool = gm_pool_create (3 * MB, GM_HUGE_AUTO, err, sizeof err);
