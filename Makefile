@@ -111,10 +111,17 @@ $(B)/tests/unit/%: tests/unit/%.c tests/unit/unit.h $(COMMON_LIB)
 
 # Unit tests that compile a module's source in (see the test).
 $(B)/tests/unit/test-cache-policy: filters/cache/policy.c filters/cache/cache.h
-$(B)/tests/unit/test-uring-faults: plugins/gmblock/engine-shared.c plugins/gmblock/engine-sync.c plugins/gmblock/gmblock.h
+$(B)/tests/unit/test-uring-faults: plugins/gmblock/engine-shared.c plugins/gmblock/engine-sync.c plugins/gmblock/gmblock.h \
+  tests/unit/uring-wrap.h
 # ... and that interpose on liburing to inject its failures.
 $(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait \
   -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe
+$(B)/tests/unit/test-lost-buffer: plugins/gmblock/io.c plugins/gmblock/engine.c \
+  plugins/gmblock/engine-shared.c plugins/gmblock/engine-sync.c plugins/gmblock/gmblock.h \
+  tests/unit/uring-wrap.h
+$(B)/tests/unit/test-lost-buffer: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait \
+  -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe \
+  -Wl,--wrap=preadv2 -Wl,--wrap=pwritev2
 
 # libFuzzer targets: tests/fuzz/fuzz-NAME.c fuzzes common/NAME.c.  Built
 # with clang by tests/test-fuzz-*.sh (make fuzz), not by make all.

@@ -28,6 +28,7 @@ struct waiter {
   int res;
   bool done;
   bool refused;                 /* the kernel never took it: it never ran */
+  bool lost;                    /* abandoned in flight: may land later */
   pthread_cond_t cond;
   struct waiter *prev, *next;
 };
@@ -126,8 +127,10 @@ ring_failed (int r)
                     &dead, none_waiting);
   if (waiting)
     gm_failstop (GM_FAILSTOP_ALL, "the shared io_uring", -r);
-  while (waiting)
+  while (waiting) {
+    waiting->lost = true;
     finish (waiting, -EIO);
+  }
 }
 
 static void
@@ -183,13 +186,16 @@ lead (struct waiter *self)
 
 /* A request the kernel would not take (ENOMEM, or a full SQ: memory
  * pressure) never ran, so the plain call does it, as the per-thread
- * engine does (engine.c): the error was not the disk's.
+ * engine does (engine.c): the error was not the disk's.  ctx (if not
+ * NULL) is a bool set when the ring abandoned the request: its buffer
+ * may still take its I/O.
  */
 ssize_t
 gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
                 uint64_t off, int rwf)
 {
-  struct waiter w = { .done = false, .refused = false, .prev = NULL };
+  struct waiter w = { .done = false, .refused = false, .lost = false,
+                      .prev = NULL };
   struct io_uring_sqe *sqe = NULL;
 
   pthread_cond_init (&w.cond, NULL);
@@ -226,5 +232,7 @@ gm_shared_once (void *ctx, enum gm_rw op, int fd, void *buf, size_t len,
   pthread_cond_destroy (&w.cond);
   if (w.refused)
     return gm_sync_once (ctx, op, fd, buf, len, off, rwf);
+  if (w.lost && ctx)
+    *(bool *) ctx = true;
   return w.res;
 }

@@ -90,6 +90,9 @@ my_ring (void)
   return thread_ring;
 }
 
+/* Whether this thread's last gm_engine_rw abandoned its request. */
+static __thread bool last_lost;
+
 /* A ring that died under a request and could not get it back (cancel,
  * completion) within gm_uring_reclaim_ms lost track of its I/O, which
  * may still land later: fail-stop (failstop.c), reads included.  One
@@ -101,6 +104,12 @@ lost_if_dead (struct gm_uring *u, ssize_t r)
   if (r < 0 && u->lost)
     gm_failstop (GM_FAILSTOP_ALL, "io_uring", (int) -r);
   return r;
+}
+
+bool
+gm_engine_lost (void)
+{
+  return last_lost;
 }
 
 int
@@ -145,9 +154,10 @@ gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
   struct gm_uring *u;
   ssize_t r;
 
+  last_lost = false;
   switch (gm.ring) {
   case GM_RING_SHARED:
-    return gm_rw_loop (gm_shared_once, NULL, op, fd, buf, len, off, rwf);
+    return gm_rw_loop (gm_shared_once, &last_lost, op, fd, buf, len, off, rwf);
   case GM_RING_NONE:
     return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
   default:
@@ -164,6 +174,7 @@ gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len, uint64_t off,
      */
     if (r < 0 && u->refused)
       return gm_rw_loop (gm_sync_once, NULL, op, fd, buf, len, off, rwf);
+    last_lost = r < 0 && u->lost;
     return lost_if_dead (u, r);
   }
 }

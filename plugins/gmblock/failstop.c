@@ -20,8 +20,9 @@
  *
  * An io_uring that fails while a request is in flight, and cannot get
  * it back (cancelled, or its completion) within 10 s (common/uring.c
- * marks it lost), is worse: that request's I/O may still happen, later,
- * into a buffer that has been reused.  Then reads are refused too.
+ * marks it lost), is worse: that request's I/O may still happen, later.
+ * Then reads are refused too, and its pool buffer is quarantined
+ * (io.c) so that requests already past the refusal never get it.
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -95,6 +95,9 @@ void gm_engine_cleanup (void);
 ssize_t gm_engine_rw (enum gm_rw op, int fd, void *buf, size_t len,
                       uint64_t off, int rw_flags);
 int gm_engine_fdatasync (int fd);
+/* After gm_engine_rw failed: whether the ring abandoned the request (it
+ * may still land in or read from its buffer; fail-stop is set). */
+bool gm_engine_lost (void);
 struct gm_uring *gm_engine_new_ring (unsigned depth, unsigned want);
 /* engine-shared.c, engine-sync.c */
 int gm_shared_init (void);

@@ -96,6 +96,35 @@ dma_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
   return err;
 }
 
+/* A pool buffer, or NULL with the reason logged once pool memory lost
+ * to abandoned requests leaves none of len bytes (gm_pool_get).
+ */
+static char *
+pool_get (struct gm_pool *pool, size_t len)
+{
+  char *b = gm_pool_get (pool, len);
+
+  if (b == NULL)
+    nbdkit_error (GM_NAME ": no %zu-byte pool buffer can be had: the pool "
+                  "lost memory to io_uring requests abandoned in flight "
+                  "(fail-stop)", len);
+  return b;
+}
+
+/* Give back a pool buffer after a transfer that ended with err, unless
+ * the ring abandoned that transfer (engine.c): its DMA may still land in
+ * the buffer (or read it, and write another request's data to disk), so
+ * the buffer is never handed out again.
+ */
+static void
+pool_release (struct gm_pool *pool, char *b, size_t len, int err)
+{
+  if (err && gm_engine_lost ())
+    gm_pool_quarantine (pool, b, len);
+  else
+    gm_pool_put (pool, b, len);
+}
+
 /* O_DIRECT between the disk and a pool buffer, wherever the pool lives.
  * Device memory that cannot take DMA (buffer-fallback=stage) gets its
  * data through a host buffer and a CPU copy, counted.
@@ -108,7 +137,8 @@ pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
   int err;
 
   if (gm.stage_pool) {
-    s = gm_pool_get (gm.stage_pool, len);
+    if ((s = pool_get (gm.stage_pool, len)) == NULL)
+      return EIO;
     if (op == GM_WRITE) {
       memcpy (s, b, len);
       COUNT (ST_COPY_FROM_DEVICE_BYTES, len);
@@ -126,7 +156,7 @@ pool_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
       COUNT (ST_STAGED_BYTES, len);
   }
   if (s != b)
-    gm_pool_put (gm.stage_pool, s, len);
+    pool_release (gm.stage_pool, s, len, err);
   return err;
 }
 
@@ -166,8 +196,10 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
     uint64_t wh = hi - wl > gm.batch_max ? wl + gm.batch_max : hi;
     uint64_t from = offset > wl ? offset : wl;
     uint64_t to = end < wh ? end : wh;
-    char *b = gm_pool_get (gm.pool, wh - wl);
+    char *b = pool_get (gm.pool, wh - wl);
 
+    if (b == NULL)
+      return EIO;
     /* Only the bytes the client asked for have to be there: a file
      * shrunk underneath us still serves whatever lies below its end.
      */
@@ -179,7 +211,8 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
         COUNT (ST_COPY_FROM_DEVICE_BYTES, to - from);
       COUNT (ST_WIDEN_BYTES, (wh - wl) - (to - from));
     }
-    gm_pool_put (gm.pool, b, wh - wl);
+    /* Staged, the DMA went to the stage buffer, never to b. */
+    pool_release (gm.pool, b, wh - wl, gm.stage_pool ? 0 : err);
     if (err)
       return err;
     wl = wh;
@@ -256,8 +289,10 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
     uint64_t wh = hi - wl > gm.batch_max ? wl + gm.batch_max : hi;
     uint64_t from = offset > wl ? offset : wl;
     uint64_t to = end < wh ? end : wh;
-    char *b = gm_pool_get (gm.pool, wh - wl);
+    char *b = pool_get (gm.pool, wh - wl);
 
+    if (b == NULL)
+      return EIO;
     /* Partial first or last block: fetch its old contents first. */
     if (from > wl) {
       err = pool_read (b, gm.align, wl, gm.align);
@@ -275,7 +310,7 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
         COUNT (ST_COPY_TO_DEVICE_BYTES, to - from);
       err = pool_write (b, wh - wl, wl, rwf);
     }
-    gm_pool_put (gm.pool, b, wh - wl);
+    pool_release (gm.pool, b, wh - wl, gm.stage_pool ? 0 : err);
     wl = wh;
   }
   return err;

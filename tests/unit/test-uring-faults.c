@@ -26,6 +26,7 @@
 
 #include "uring.h"
 #include "unit.h"
+#include "uring-wrap.h"
 
 /* ---- the engine under test, built in with a stand-in ring factory ---- */
 #include "../../plugins/gmblock/engine-shared.c"
@@ -80,11 +81,6 @@ enum submit_fault {
 static _Atomic int submit_fault, submit_fault_times;
 static _Atomic int get_cqe_fault, get_cqe_fault_times;
 
-int __real_io_uring_submit_and_wait (struct io_uring *ring, unsigned wait_nr);
-int __real___io_uring_get_cqe (struct io_uring *ring,
-                               struct io_uring_cqe **cqe_ptr,
-                               unsigned submit, unsigned wait_nr,
-                               sigset_t *sigmask);
 
 int
 __wrap_io_uring_submit_and_wait (struct io_uring *ring, unsigned wait_nr)
@@ -116,13 +112,6 @@ __wrap_io_uring_submit_and_wait (struct io_uring *ring, unsigned wait_nr)
       cqe->res = -EINTR;        /* the CQ ring is mapped writable */
     return r;
   }
-}
-
-/* io_uring_submit (ring) is io_uring_submit_and_wait (ring, 0). */
-int
-__wrap_io_uring_submit (struct io_uring *ring)
-{
-  return __wrap_io_uring_submit_and_wait (ring, 0);
 }
 
 int
@@ -562,10 +551,7 @@ ring_lost (void)
   gm_shared_cleanup ();
 }
 
-static const struct {
-  const char *name;
-  void (*fn) (void);
-} cases[] = {
+static const struct unit_case cases[] = {
   { "queued-retry", queued_retry },
   { "consumed", consumed },
   { "short-submit", short_submit },
@@ -587,16 +573,7 @@ main (int argc, char *argv[])
   CHECK (pipe (pipefd) == 0 && pipe (pipe2fd) == 0);
   CHECK (gm_uring_init (&u, 8, GM_URING_SINGLE_ISSUER |
                         GM_URING_COOP_TASKRUN) == 0);
-  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    bool run = argc == 1;
-    for (int j = 1; j < argc; j++)
-      run |= strcmp (argv[j], cases[i].name) == 0;
-    if (run) {
-      printf ("%s\n", cases[i].name);
-      fflush (stdout);
-      cases[i].fn ();
-    }
-  }
+  UNIT_RUN_CASES (cases, argc, argv);
   gm_uring_exit (&u);
   UNIT_DONE ();
 }

@@ -34,4 +34,28 @@ static int unit_checks;
     return 0;                                                           \
   } while (0)
 
+/* Named cases: run those named on the command line, or all. */
+struct unit_case {
+  const char *name;
+  void (*fn) (void);
+};
+
+static inline void
+unit_run_cases (const struct unit_case *cases, size_t n, int argc,
+                char *argv[])
+{
+  for (size_t i = 0; i < n; i++) {
+    int run = argc == 1;
+    for (int j = 1; j < argc; j++)
+      run |= strcmp (argv[j], cases[i].name) == 0;
+    if (run) {
+      printf ("%s\n", cases[i].name);
+      fflush (stdout);
+      cases[i].fn ();
+    }
+  }
+}
+#define UNIT_RUN_CASES(cases, argc, argv) \
+  unit_run_cases (cases, sizeof cases / sizeof cases[0], argc, argv)
+
 #endif /* GMBLOCK_UNIT_H */
