@@ -22,9 +22,11 @@
  * never share a page or a filesystem block.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "gmblock.h"
 #include "sizes.h"
@@ -93,6 +95,31 @@ dma_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
   COUNT (ST_DMA_OPS, 1);
   COUNT (ST_DMA_NS, (t1.tv_sec - t0.tv_sec) * UINT64_C (1000000000) +
          t1.tv_nsec - t0.tv_nsec);
+  return err;
+}
+
+/* DMA straight to or from the caller's memory (nbdkit's buffer, a
+ * cache slot above).  If the ring abandoned the transfer, its DMA may
+ * still land in memory the caller frees and reuses, which the plugin
+ * cannot keep out of use as it does its pool's (pool_release): the
+ * server, in fail-stop and refusing everything by then, exits at once
+ * rather than let it corrupt another request or nbdkit's heap.
+ */
+static int
+caller_dma (enum gm_rw op, char *buf, size_t len, uint64_t off, int rwf)
+{
+  int err = dma_rw (op, buf, len, off, len, rwf);
+
+  if (err == 0)
+    COUNT (ST_DMA_CLIENT_BYTES, len);
+  else if (gm_engine_lost ()) {
+    nbdkit_error (GM_NAME ": %s: %s at offset %" PRIu64 " length %zu: "
+                  "io_uring abandoned it in flight, in memory the plugin "
+                  "does not own: exiting before its DMA can land in "
+                  "memory in use again", gm.file,
+                  op == GM_READ ? "pread" : "pwrite", off, len);
+    _exit (EXIT_FAILURE);
+  }
   return err;
 }
 
@@ -185,12 +212,8 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
    * buffer=p2pmem or bar: there the user asked for the data to land in
    * device memory, so it always does.
    */
-  if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device) {
-    if ((err = dma_rw (GM_READ, buf, count, offset, count, 0)) != 0)
-      return err;
-    COUNT (ST_DMA_CLIENT_BYTES, count);
-    return 0;
-  }
+  if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device)
+    return caller_dma (GM_READ, buf, count, offset, 0);
 
   for (uint64_t wl = lo; wl < hi; ) {
     uint64_t wh = hi - wl > gm.batch_max ? wl + gm.batch_max : hi;
@@ -279,11 +302,8 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
   uint64_t hi = gm_round_up (end, gm.align);
   int err = 0;
 
-  if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device) {
-    if ((err = dma_rw (GM_WRITE, (char *) buf, count, offset, count, rwf)) == 0)
-      COUNT (ST_DMA_CLIENT_BYTES, count);
-    return err;
-  }
+  if (lo == offset && hi == end && buf_aligned (buf) && !gm.pool_device)
+    return caller_dma (GM_WRITE, (char *) buf, count, offset, rwf);
 
   for (uint64_t wl = lo; wl < hi && err == 0; ) {
     uint64_t wh = hi - wl > gm.batch_max ? wl + gm.batch_max : hi;

@@ -30,6 +30,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "uring.h"
@@ -326,7 +327,52 @@ static void lost_served (void) { lost_request (GM_RING_PER_THREAD, false, 4, 2);
 static void shared_lost_write (void) { lost_request (GM_RING_SHARED, false, 2, 0); }
 static void shared_lost_served (void) { lost_request (GM_RING_SHARED, true, 4, 2); }
 
+/* A's read straight into the caller's page-aligned buffer (no pool
+ * buffer): the plugin cannot keep that memory out of use, so the
+ * process must exit (status 1, saying why) before the late DMA can
+ * land in memory reused.  In a child process, whose stderr is read.
+ */
+static void
+lost_caller (void)
+{
+  static char abuf[LEN] __attribute__ ((aligned (4096)));
+  char out[1024];
+  int errpipe[2], st;
+  ssize_t n;
+  size_t got = 0;
+  pid_t pid;
+
+  CHECK (pipe (errpipe) == 0);
+  pid = fork ();
+  CHECK (pid != -1);
+  if (pid == 0) {
+    int own[2];                 /* the other cases' pipe stays untouched */
+    CHECK (pipe (own) == 0);
+    gm.fd = own[0];
+    dup2 (errpipe[1], 2);
+    gm.ring = GM_RING_PER_THREAD;
+    role = LOSE;
+    submitted = wait_failed = false;
+    gm_pread (NULL, abuf, LEN, 0, 0);
+    _exit (3);                  /* it returned: the memory may be reused */
+  }
+  close (errpipe[1]);
+  while (got < sizeof out - 1 &&
+         (n = read (errpipe[0], out + got, sizeof out - 1 - got)) > 0)
+    got += n;
+  out[got] = '\0';
+  close (errpipe[0]);
+  CHECK (waitpid (pid, &st, 0) == pid);
+  if (!WIFEXITED (st) || WEXITSTATUS (st) != 1)
+    fprintf (stderr, "the lost zero-copy read returned (status 0x%x): %s\n",
+             st, out);
+  CHECK (WIFEXITED (st) && WEXITSTATUS (st) == 1);
+  CHECK (strstr (out, "pread at offset 0 length 8192: io_uring abandoned "
+                 "it in flight, in memory the plugin does not own") != NULL);
+}
+
 static const struct unit_case cases[] = {
+  { "lost-caller", lost_caller },
   { "lost-write", lost_write },
   { "lost-read", lost_read },
   { "lost-served", lost_served },
