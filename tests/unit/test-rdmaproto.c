@@ -357,6 +357,12 @@ static void max_odd (struct gm_rp_limits *l) { l->max_block = 32 * M + 1; }
 static void max_small (struct gm_rp_limits *l) { l->max_block = 2048; }
 static void req_small (struct gm_rp_limits *l) { l->max_request = 100; }
 static void req_big (struct gm_rp_limits *l) { l->max_request = 64 * M; }
+/* A power of 2 from 512 up, but below the minimum. */
+static void pref_below_min (struct gm_rp_limits *l)
+{
+  l->min_block = 64 * 1024;
+  l->pref_block = 4096;
+}
 
 static void
 test_check_limits (void)
@@ -376,6 +382,8 @@ test_check_limits (void)
   limits_bad (min_odd, "minimum block size 768 is not a power of 2");
   limits_bad (min_big, "minimum block size 131072");
   limits_bad (pref_small, "preferred block size 256");
+  limits_bad (pref_below_min, "preferred block size 4096 is not a power of 2"
+              " from max(512, minimum 65536)");
   limits_bad (max_odd, "maximum block size 33554433");
   limits_bad (max_small, "maximum block size 2048 is below the preferred");
   limits_bad (req_small, "max request 100 not between");
@@ -579,6 +587,7 @@ test_handshake (void)
   WELCOME (w_.instance = 0, "welcome: instance is 0");
   WELCOME (w_.reason[0] = '\n', "reason not printable and NUL-padded");
   WELCOME (w_.reason[47] = 'x', "reason not printable and NUL-padded");
+  WELCOME (w_.reason[0] = 0x7f, "reason not printable and NUL-padded");
   WELCOME ((w_.reason[0] = 'a', w_.reason[2] = 'b'),
            "reason not printable and NUL-padded");
   WELCOME (w_.credits = 5, "welcome grants 5 credits");
@@ -1045,6 +1054,9 @@ test_refusal (void)
   CHECK (strcmp (got.reason, "too many clients") == 0);
   CHECK (gm_rp_take_refusal (reject, GM_RP_WELCOME_SIZE, &got,
                              why, sizeof why) == 0);
+  /* DEL and bytes above ASCII become '?' too. */
+  gm_rp_welcome_refusal (&w, GM_RP_EINVAL, "del\x7f" "hi\xc3\xa9");
+  CHECK (strcmp (w.reason, "del?hi??") == 0);
 
   /* 48 bytes of reason and no NUL: printed with %s it runs on. */
   memset (w.reason, 'x', GM_RP_REASON_LEN);
