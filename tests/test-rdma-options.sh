@@ -21,6 +21,7 @@ start_fails v6_bare 'rdma=fe80::1' 'needs brackets' -- "${f[@]}" rdma=fe80::1
 start_fails v6_open 'rdma=\[fe80::1' 'unbalanced' -- "${f[@]}" 'rdma=[fe80::1'
 start_fails pool_small 'rdma-pool=64K' 'from 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=64K
 start_fails pool_word 'rdma-pool=lots' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=lots
+start_fails rdma_pool_big 'rdma-pool=8G' 'from 1M to 4G' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=8G
 start_fails threads_zero 'rdma-threads=0' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=0
 start_fails threads_big 'rdma-threads=65' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=65
 start_fails threads_word 'rdma-threads=many' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=many
@@ -55,6 +56,13 @@ if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
     # Told it is meant, the filter goes on (to the missing device).
     start_fails insecure_tls 'no RDMA device' -- --tls=require --tls-psk="$T/psk" \
         "${f[@]}" rdma=127.0.0.1 rdma-insecure=true
+    # The bounds themselves are accepted: the start-up gets past every
+    # option and stops only at the missing device.
+    for ok in rdma-threads=1 rdma-threads=64 rdma-max-clients=4096 rdma-piece=0 \
+              rdma-piece=4K rdma-piece=1M rdma-pool=1M rdma-pool=4G; do
+        start_fails "ok_${ok//[=-]/_}" 'no RDMA device on this host' -- \
+            "${f[@]}" rdma=127.0.0.1 "$ok"
+    done
 else
     info "this host has RDMA devices: the no-device refusal is not tested"
 fi
