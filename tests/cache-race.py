@@ -90,10 +90,12 @@ def owner(me):
             else:
                 h.cache(n, o)
                 continue
-        except nbd.Error:
+        except nbd.Error as e:
             if op < 0.8:
                 with lock:
                     hist[k].append((sent, time.monotonic(), False, data))
+            elif op >= 0.9:             # a prefetch: nothing fails it below
+                errors.append(f"owner {me}: prefetch {o}+{n} failed: {e}")
             continue
         with lock:
             hist[k].append((sent, time.monotonic(), True, data))
@@ -121,8 +123,12 @@ def reader(me):
                 h.cache(n, o)
             else:
                 h.flush()
-        except nbd.Error:
-            pass
+        except nbd.Error as e:
+            # Flushes may fail (write-backs fail below); reads and
+            # prefetches never do: nothing fails them below.
+            if op < 0.9:
+                errors.append(f"reader {me}: {'read' if op < 0.7 else 'prefetch'}"
+                              f" {o}+{n} failed: {e}")
 
 
 def guarded(f):
