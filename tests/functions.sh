@@ -266,6 +266,17 @@ kill_now () {
     _pids=("${keep[@]}")
 }
 
+# fault_shim: build tests/fault-syscalls.c (makes the plugin's system
+# calls fail or wait on cue) into $T/fault.so, with $T/faults for its
+# flag files; serve under it with
+#     FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_server ...
+fault_shim () {
+    require gcc
+    gcc -shared -fPIC -O2 -o "$T/fault.so" "$top/tests/fault-syscalls.c" -ldl ||
+        fail "cannot build tests/fault-syscalls.c"
+    mkdir -p "$T/faults"
+}
+
 # Run the servers of this test as user nobody: the build's modules (and
 # the sanitizer shim) are copied where nobody can read them, wherever the
 # checkout lives (a CI checkout may sit in a directory only root can

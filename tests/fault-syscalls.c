@@ -1,0 +1,208 @@
+/* gmblock tests: a preloaded shim that makes the plugin's system calls
+ * fail or wait, for tests that need a disk to misbehave on cue without
+ * root (ring=none: the plugin makes these calls itself).  A test builds
+ * it with
+ *     gcc -shared -fPIC -O2 -o fault-syscalls.so tests/fault-syscalls.c -ldl
+ * and serves with LD_PRELOAD=.../fault-syscalls.so FAULT_DIR=DIR.  Each
+ * fault is on while its file exists in DIR (create and remove it as the
+ * test goes):
+ *   fdatasync-eio   fdatasync fails with EIO
+ *   fdatasync-slow  fdatasync returns 1 s after it is done
+ *   dsync-eio       a pwritev2 with RWF_DSYNC waits 1 s, then fails with
+ *                   EIO without writing
+ *   pwrite-eio      holds "LO HI": a pwritev2 touching [LO, HI) fails
+ *                   with EIO without writing
+ *   pread-slow      holds "LO HI": a preadv2 touching [LO, HI) returns
+ *                   1 s after it is done
+ *   pread-eio       holds "LO HI": a preadv2 touching [LO, HI) fails
+ *                   with EIO
+ *   fallocate-eio   fallocate fails with EIO
+ *   pread-efault    pread (not preadv2) on an O_DIRECT descriptor fails
+ *                   with EFAULT, as a DMA into memory the disk cannot
+ *                   reach does (the plugin's probe of buffer=bar)
+ * Every call of these (on a descriptor of the served file or not) is
+ * logged to DIR/log as it returns: "fdatasync", "write OFF LEN" with
+ * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
+ * "pread OFF LEN", and "EIO"/"EFAULT"/"slow" after what was injected.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static const char *
+path (const char *name, char *buf, size_t len)
+{
+  const char *dir = getenv ("FAULT_DIR");
+
+  if (dir == NULL)
+    return NULL;
+  snprintf (buf, len, "%s/%s", dir, name);
+  return buf;
+}
+
+static int
+on (const char *name)
+{
+  char p[4096];
+
+  return path (name, p, sizeof p) && access (p, F_OK) == 0;
+}
+
+/* Whether [off, off+len) touches the range in file NAME. */
+static int
+touches (const char *name, off_t off, size_t len)
+{
+  char p[4096];
+  long long lo, hi;
+  FILE *fp;
+  int n;
+
+  if (path (name, p, sizeof p) == NULL || (fp = fopen (p, "r")) == NULL)
+    return 0;
+  n = fscanf (fp, "%lld %lld", &lo, &hi);
+  fclose (fp);
+  return n == 2 && off < hi && off + (long long) len > lo;
+}
+
+static void
+say (const char *fmt, ...)
+{
+  char p[4096];
+  va_list ap;
+  FILE *fp;
+  int saved = errno;
+
+  if (path ("log", p, sizeof p) && (fp = fopen (p, "a")) != NULL) {
+    va_start (ap, fmt);
+    vfprintf (fp, fmt, ap);
+    va_end (ap);
+    fputc ('\n', fp);
+    fclose (fp);
+  }
+  errno = saved;
+}
+
+static size_t
+total (const struct iovec *iov, int n)
+{
+  size_t t = 0;
+
+  for (int i = 0; i < n; i++)
+    t += iov[i].iov_len;
+  return t;
+}
+
+int
+fdatasync (int fd)
+{
+  static int (*real) (int);
+  int r;
+
+  if (on ("fdatasync-eio")) {
+    say ("fdatasync EIO");
+    errno = EIO;
+    return -1;
+  }
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "fdatasync");
+  r = real (fd);
+  if (on ("fdatasync-slow")) {
+    sleep (1);
+    say ("fdatasync slow");
+  }
+  else
+    say ("fdatasync");
+  return r;
+}
+
+ssize_t
+pwritev2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+  static ssize_t (*real) (int, const struct iovec *, int, off_t, int);
+  size_t len = total (iov, n);
+  const char *dsync = flags & RWF_DSYNC ? " dsync" : "";
+  ssize_t r;
+
+  if ((flags & RWF_DSYNC) && on ("dsync-eio")) {
+    sleep (1);
+    say ("write %jd %zu%s EIO", (intmax_t) off, len, dsync);
+    errno = EIO;
+    return -1;
+  }
+  if (touches ("pwrite-eio", off, len)) {
+    say ("write %jd %zu%s EIO", (intmax_t) off, len, dsync);
+    errno = EIO;
+    return -1;
+  }
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "pwritev2");
+  r = real (fd, iov, n, off, flags);
+  say ("write %jd %zu%s", (intmax_t) off, len, dsync);
+  return r;
+}
+
+ssize_t
+preadv2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
+{
+  static ssize_t (*real) (int, const struct iovec *, int, off_t, int);
+  size_t len = total (iov, n);
+  ssize_t r;
+
+  if (touches ("pread-eio", off, len)) {
+    say ("read %jd %zu EIO", (intmax_t) off, len);
+    errno = EIO;
+    return -1;
+  }
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "preadv2");
+  r = real (fd, iov, n, off, flags);
+  if (touches ("pread-slow", off, len)) {
+    sleep (1);
+    say ("read %jd %zu slow", (intmax_t) off, len);
+  }
+  else
+    say ("read %jd %zu", (intmax_t) off, len);
+  return r;
+}
+
+int
+fallocate (int fd, int mode, off_t off, off_t len)
+{
+  static int (*real) (int, int, off_t, off_t);
+
+  if (on ("fallocate-eio")) {
+    say ("fallocate %d %jd %jd EIO", mode, (intmax_t) off, (intmax_t) len);
+    errno = EIO;
+    return -1;
+  }
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "fallocate");
+  say ("fallocate %d %jd %jd", mode, (intmax_t) off, (intmax_t) len);
+  return real (fd, mode, off, len);
+}
+
+ssize_t
+pread (int fd, void *buf, size_t len, off_t off)
+{
+  static ssize_t (*real) (int, void *, size_t, off_t);
+  int fl = fcntl (fd, F_GETFL);
+
+  if (fl != -1 && (fl & O_DIRECT) && on ("pread-efault")) {
+    say ("pread %jd %zu EFAULT", (intmax_t) off, len);
+    errno = EFAULT;
+    return -1;
+  }
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "pread");
+  say ("pread %jd %zu", (intmax_t) off, len);
+  return real (fd, buf, len, off);
+}
