@@ -13,7 +13,8 @@
 # filesystem is an NVMe namespace: --dump-plugin keys, the
 # -D gmblock.topology=1 report, refusals with the reason named, and
 # buffer=p2pmem:auto serving through the (file-backed) p2pmem mapping
-# byte for byte with the device-memory counters moving.
+# byte for byte with the device-memory counters moving; a BAR that
+# cannot take DMA refused, or staged through host memory.
 . "$(dirname "$0")/functions.sh"
 require nbdcopy nbdsh cmp /usr/bin/python3
 topo=${GMBLOCK_BUILDDIR:-$top}/gmblock-topology
@@ -219,24 +220,31 @@ echo 4096 >"$T/tiny/bus/pci/devices/0000:04:00.0/p2pmem/available"
 start_fails tiny 'only 4096 bytes of p2pmem are available, at least' -- \
     gmblock file="$T/disk.img" sysfs.path="$T/tiny/bus/pci" buffer=p2pmem:04:00.0
 
-info "buffer=p2pmem:auto serves through the p2pmem mapping"
-start_server p2p -v gmblock file="$T/disk.img" "$sp" buffer=p2pmem stats="$T/p2p.stats"
-nbdcopy "$(uri p2p)" "$T/out.img"
-cmp "$T/out.img" "$T/disk.img" || fail "read through p2pmem differs"
-randfile "$T/new.img" 8M
-nbdcopy "$T/new.img" "$(uri p2p)"
-REF=$T/new.img nbdsh -u "$(uri p2p)" -c '
+# write_through NAME SIZE: SIZE bytes of new data into server NAME by
+# nbdcopy, then a read-modify-write by nbdsh; all of it must read back.
+# What the disk must now hold is left in $T/NAME.new.
+write_through () {
+    randfile "$T/$1.new" "$2"
+    nbdcopy "$T/$1.new" "$(uri "$1")"
+    REF=$T/$1.new nbdsh -u "$(uri "$1")" -c '
 import os
 h.set_strict_mode(h.get_strict_mode() & ~nbd.STRICT_ALIGN)
 ref = bytearray(open(os.environ["REF"], "rb").read())
 h.pwrite(b"\xa5" * 3000, 1000)          # read-modify-write through the pool
 ref[1000:4000] = b"\xa5" * 3000
-assert h.pread(len(ref), 0) == bytes(ref), "p2pmem read-back differs"
+assert h.pread(len(ref), 0) == bytes(ref), "read-back differs"
 assert h.pread(7, 4093) == bytes(ref[4093:4100])
 open(os.environ["REF"], "wb").write(ref)
-'
+' || fail "$1: what was written does not read back"
+}
+
+info "buffer=p2pmem:auto serves through the p2pmem mapping"
+start_server p2p -v gmblock file="$T/disk.img" "$sp" buffer=p2pmem stats="$T/p2p.stats"
+nbdcopy "$(uri p2p)" "$T/out.img"
+cmp "$T/out.img" "$T/disk.img" || fail "read through p2pmem differs"
+write_through p2p 8M
 stop_server p2p
-cmp "$T/disk.img" "$T/new.img" || fail "the disk does not hold what was written through p2pmem"
+cmp "$T/disk.img" "$T/p2p.new" || fail "the disk does not hold what was written through p2pmem"
 expect "$T/p2p.log" 'gmblock: pool .* in p2pmem of 0000:04:00.0'
 dev=$(counter "$T/p2p.stats" dma_device_bytes)
 hostdma=$(counter "$T/p2p.stats" dma_pool_bytes)
@@ -260,6 +268,31 @@ start_server bar -v gmblock file="$T/disk.img" sysfs.path="$T/npplug/bus/pci" \
 nbdcopy "$(uri bar)" - | cmp - "$T/disk.img" || fail "read through the BAR differs"
 stop_server bar
 expect "$T/bar.log" 'gmblock: pool 16M in BAR 2 of 0000:04:00.0'
+
+# A BAR that cannot take DMA (mainline kernels: no struct pages behind
+# it): tests/fault-syscalls.c makes the start-up probe's O_DIRECT read
+# into it fail with EFAULT.  Refused by default; buffer-fallback=stage
+# serves through host memory, every byte copied by the CPU, and the
+# data must be right both ways (written, read-modify-written, read).
+info "buffer=bar that cannot take DMA: refused, or staged through host memory"
+fault_shim
+touch "$T/faults/pread-efault"
+randfile "$T/stage.img" 4M
+FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_fails nodma \
+    'O_DIRECT from .* into BAR 2 of 0000:04:00.0 fails' 'buffer-fallback=stage serves anyway' -- \
+    gmblock file="$T/stage.img" sysfs.path="$T/npplug/bus/pci" buffer=bar:0000:04:00.0:2
+FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_server stage -v gmblock file="$T/stage.img" \
+    sysfs.path="$T/npplug/bus/pci" buffer=bar:0000:04:00.0:2 buffer-fallback=stage \
+    stats="$T/stage.stats"
+rm "$T/faults/pread-efault"
+write_through stage 4M
+nbdcopy "$(uri stage)" - | cmp - "$T/stage.new" || fail "read through the stage differs"
+stop_server stage
+cmp "$T/stage.img" "$T/stage.new" || fail "the disk does not hold what was written through the stage"
+expect "$T/stage.log" 'cannot take DMA .*every byte is staged through host memory' \
+    'gmblock: pool 16M in BAR 2 of 0000:04:00.0, staged through host memory'
+[[ $(counter "$T/stage.stats" staged_bytes) -gt 0 ]] || fail "buffer-fallback=stage: no staged_bytes"
+[[ $(counter "$T/stage.stats" dma_device_bytes) == 0 ]] || fail "buffer-fallback=stage: DMA into the BAR counted"
 
 info "the default stays host memory, with device counters at 0"
 start_server host gmblock file="$T/disk.img" "$sp" stats="$T/host.stats"
