@@ -1,9 +1,10 @@
 #!/bin/bash
 # Every ring design (ring=per-thread|shared|none) serves the same data
 # correctly under concurrent load: nbdcopy round trips over 4
-# connections, then fio with 4 jobs writing and verifying crc32c.
+# connections, then fio with 4 jobs writing and verifying crc32c; and
+# each is the design asked for (strace of io_uring_setup).
 . "$(dirname "$0")/functions.sh"
-require nbdcopy fio
+require nbdcopy fio strace
 cd "$T"                         # fio writes state files into the cwd
 
 randfile "$T/orig.img" 32M
@@ -24,6 +25,26 @@ for ring in per-thread shared none; do
     cmp -n 16M "$T/disk.img" "$T/new.img" || fail "ring=$ring: written data differs"
     [[ $(counter "$T/$ring.stats" pool_in_use) == 0 ]] || fail "ring=$ring: pool buffers leaked"
     [[ $(counter "$T/$ring.stats" errors) == 0 ]] || fail "ring=$ring: errors counted"
+done
+
+# Each design is the one asked for (ring= used to be taken on trust:
+# shared or none quietly serving per-thread would pass all of the
+# above).  Seen in io_uring_setup's entries: 8 per worker thread
+# (per-thread), one 256-entry ring (shared), none (none); the 4-entry
+# ring is start-up's probe of the pool, in every design.
+info "ring=: the design asked for, in io_uring_setup"
+for ring in per-thread shared none; do
+    s=t_${ring//-/_}
+    start_traced "$s" io_uring_setup gmblock file="$T/orig.img" ring="$ring"
+    nbdcopy "$(uri "$s")" - | cmp - "$T/orig.img" || fail "ring=$ring (traced): read back differs"
+    stop_traced "$s"
+    n8=$(grep -c 'io_uring_setup(8,' "$T/$s.strace" || true)
+    n256=$(grep -c 'io_uring_setup(256,' "$T/$s.strace" || true)
+    case $ring in
+        per-thread) [[ $n8 -gt 0 && $n256 == 0 ]] ;;
+        shared) [[ $n8 == 0 && $n256 == 1 ]] ;;
+        none) [[ $n8 == 0 && $n256 == 0 ]] ;;
+    esac || { cat "$T/$s.strace" >&2; fail "ring=$ring: $n8 per-thread rings and $n256 shared rings made"; }
 done
 
 # Out of descriptors (each per-thread ring is one): a thread that cannot
