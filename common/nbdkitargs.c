@@ -66,6 +66,15 @@ static const struct option long_opts[] = {
   { NULL, 0, NULL, 0 }
 };
 
+/* The file name of a --filter argument (a short name or a path). */
+static const char *
+filter_base (const char *name)
+{
+  const char *slash = strrchr (name, '/');
+
+  return slash ? slash + 1 : name;
+}
+
 /* Whether NAME, a --filter argument, is one of gmblock's filters: by
  * its short name (gmblock-cache) or a path to its .so, as ./nbdkit
  * passes them (.../nbdkit-gmblock-cache-filter.so).
@@ -73,10 +82,9 @@ static const struct option long_opts[] = {
 static bool
 gmblock_filter (const char *name)
 {
-  const char *base = strrchr (name, '/');
+  const char *base = filter_base (name);
   size_t n;
 
-  base = base ? base + 1 : name;
   if (strncmp (base, "gmblock-", 8) == 0 && strchr (base, '.') == NULL)
     return true;
   n = strlen (base);
@@ -88,9 +96,8 @@ gmblock_filter (const char *name)
 static bool
 ip_filter (const char *name)
 {
-  const char *base = strrchr (name, '/');
+  const char *base = filter_base (name);
 
-  base = base ? base + 1 : name;
   return strcmp (base, "ip") == 0 || strcmp (base, "nbdkit-ip-filter.so") == 0;
 }
 

@@ -156,18 +156,19 @@ static int resolve (const char *root, unsigned maj, unsigned min, int depth,
 static void
 md_zones (const char *dir, const char *name, struct gm_stripe *s)
 {
-  uint64_t lo = UINT64_MAX, hi = 0, kib;
+  uint64_t lo = UINT64_MAX, hi = 0, kib, chunks;
   char rel[64], a[32];
 
+  /* lo and hi: the smallest and largest member, in whole chunks. */
   for (unsigned i = 0; i < s->data_disks; i++) {
     snprintf (rel, sizeof rel, "md/rd%u/size", i);
     if (read_u64 (dir, rel, &kib) == -1 || kib > UINT64_MAX / 1024)
       return;
-    kib = kib * 1024 / s->chunk;
-    if (kib < lo)
-      lo = kib;
-    if (kib > hi)
-      hi = kib;
+    chunks = kib * 1024 / s->chunk;
+    if (chunks < lo)
+      lo = chunks;
+    if (chunks > hi)
+      hi = chunks;
   }
   if (lo != hi)
     snprintf (s->note, sizeof s->note, "%s: raid0 over members of "

@@ -152,6 +152,16 @@ pool_release (struct gm_pool *pool, char *b, size_t len, int err)
     gm_pool_put (pool, b, len);
 }
 
+/* Give back a buffer of gm.pool after pool_rw with it ended with err.
+ * Staged, the DMA went to the stage buffer (pool_rw released that),
+ * never to b.
+ */
+static void
+pool_done (char *b, size_t len, int err)
+{
+  pool_release (gm.pool, b, len, gm.stage_pool ? 0 : err);
+}
+
 /* O_DIRECT between the disk and a pool buffer, wherever the pool lives.
  * Device memory that cannot take DMA (buffer-fallback=stage) gets its
  * data through a host buffer and a CPU copy, counted.
@@ -234,8 +244,7 @@ direct_read_aligned (char *buf, uint32_t count, uint64_t offset)
         COUNT (ST_COPY_FROM_DEVICE_BYTES, to - from);
       COUNT (ST_WIDEN_BYTES, (wh - wl) - (to - from));
     }
-    /* Staged, the DMA went to the stage buffer, never to b. */
-    pool_release (gm.pool, b, wh - wl, gm.stage_pool ? 0 : err);
+    pool_done (b, wh - wl, err);
     if (err)
       return err;
     wl = wh;
@@ -330,7 +339,7 @@ direct_write (const char *buf, uint64_t count, uint64_t offset, int rwf)
         COUNT (ST_COPY_TO_DEVICE_BYTES, to - from);
       err = pool_write (b, wh - wl, wl, rwf);
     }
-    pool_release (gm.pool, b, wh - wl, gm.stage_pool ? 0 : err);
+    pool_done (b, wh - wl, err);
     wl = wh;
   }
   return err;
