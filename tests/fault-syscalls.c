@@ -20,10 +20,18 @@
  *   pread-efault    pread (not preadv2) on an O_DIRECT descriptor fails
  *                   with EFAULT, as a DMA into memory the disk cannot
  *                   reach does (the plugin's probe of buffer=bar)
+ *   mem-align-4096  the disk needs 4096-byte aligned memory for O_DIRECT
+ *                   (a ublk device, or any whose queue dma_alignment
+ *                   exceeds its logical block): statx reports
+ *                   dio_mem_align 4096, and preadv2/pwritev2 on an
+ *                   O_DIRECT descriptor fail with EINVAL when a buffer
+ *                   does not start on 4096
  * Every call of these (on a descriptor of the served file or not) is
  * logged to DIR/log as it returns: "fdatasync", "write OFF LEN" with
  * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
- * "pread OFF LEN", and "EIO"/"EFAULT"/"slow" after what was injected.
+ * "pread OFF LEN", and "EIO"/"EFAULT"/"slow" after what was injected;
+ * "statx dio_mem_align N -> 4096" and "misaligned read|write OFF LEN
+ * EINVAL" for mem-align-4096.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #define _GNU_SOURCE
@@ -35,8 +43,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/stat.h>
+
+#define MEM_ALIGN 4096
 
 static const char *
 path (const char *name, char *buf, size_t len)
@@ -101,6 +114,49 @@ total (const struct iovec *iov, int n)
   return t;
 }
 
+/* mem-align-4096: whether the disk refuses this O_DIRECT transfer. */
+static int
+misaligned (int fd, const struct iovec *iov, int n)
+{
+  int fl;
+
+  if (!on ("mem-align-4096") || (fl = fcntl (fd, F_GETFL)) == -1 ||
+      !(fl & O_DIRECT))
+    return 0;
+  for (int i = 0; i < n; i++)
+    if ((uintptr_t) iov[i].iov_base % MEM_ALIGN != 0)
+      return 1;
+  return 0;
+}
+
+/* The plugin asks statx through syscall(2) (glibc's statx may lack the
+ * DIOALIGN fields); six arguments forwarded, the most any call takes. */
+long
+syscall (long nr, ...)
+{
+  static long (*real) (long, ...);
+  long a[6], r;
+  va_list ap;
+
+  va_start (ap, nr);
+  for (int i = 0; i < 6; i++)
+    a[i] = va_arg (ap, long);
+  va_end (ap);
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "syscall");
+  r = real (nr, a[0], a[1], a[2], a[3], a[4], a[5]);
+  if (nr == SYS_statx && r == 0 && on ("mem-align-4096")) {
+    struct statx *stx = (struct statx *) a[4];
+
+    if ((stx->stx_mask & STATX_DIOALIGN) &&
+        stx->stx_dio_mem_align < MEM_ALIGN) {
+      say ("statx dio_mem_align %u -> %d", stx->stx_dio_mem_align, MEM_ALIGN);
+      stx->stx_dio_mem_align = MEM_ALIGN;
+    }
+  }
+  return r;
+}
+
 int
 fdatasync (int fd)
 {
@@ -138,6 +194,11 @@ pwritev2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
     errno = EIO;
     return -1;
   }
+  if (misaligned (fd, iov, n)) {
+    say ("misaligned write %jd %zu EINVAL", (intmax_t) off, len);
+    errno = EINVAL;
+    return -1;
+  }
   if (touches ("pwrite-eio", off, len)) {
     say ("write %jd %zu%s EIO", (intmax_t) off, len, dsync);
     errno = EIO;
@@ -157,6 +218,11 @@ preadv2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
   size_t len = total (iov, n);
   ssize_t r;
 
+  if (misaligned (fd, iov, n)) {
+    say ("misaligned read %jd %zu EINVAL", (intmax_t) off, len);
+    errno = EINVAL;
+    return -1;
+  }
   if (touches ("pread-eio", off, len)) {
     say ("read %jd %zu EIO", (intmax_t) off, len);
     errno = EIO;
