@@ -270,6 +270,7 @@ gm_pool_get_stats (struct gm_pool *p, struct gm_pool_stats *s)
   s->size = p->nunits * GM_POOL_UNIT;
   s->in_use = p->in_use * GM_POOL_UNIT;
   s->peak = p->peak * GM_POOL_UNIT;
+  s->quarantined = p->lost * GM_POOL_UNIT;
   s->gets = p->gets;
   s->waits = p->waits;
   pthread_mutex_unlock (&p->lock);

@@ -37,6 +37,7 @@ struct gm_pool {
 
 struct gm_pool_stats {
   size_t size, in_use, peak;    /* bytes */
+  size_t quarantined;           /* bytes, counted in in_use too */
   uint64_t gets, waits;
 };
 

@@ -65,6 +65,7 @@ print_derived (FILE *fp, void *opaque)
   fprintf (fp, GM_NAME ".pool_size %zu\n", ps.size);
   fprintf (fp, GM_NAME ".pool_in_use %zu\n", ps.in_use);
   fprintf (fp, GM_NAME ".pool_peak %zu\n", ps.peak);
+  fprintf (fp, GM_NAME ".pool_quarantined %zu\n", ps.quarantined);
   fprintf (fp, GM_NAME ".pool_gets %llu\n", (unsigned long long) ps.gets);
   fprintf (fp, GM_NAME ".pool_waits %llu\n", (unsigned long long) ps.waits);
 }

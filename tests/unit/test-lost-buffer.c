@@ -288,6 +288,7 @@ lost_request (enum gm_ring_mode mode, bool reads, size_t pool_units,
 
   gm_pool_get_stats (gm.pool, &s);
   CHECK (s.waits >= 1);         /* B waited in the pool, past the check */
+  CHECK (s.quarantined == LEN); /* A's buffer, kept out of use */
   if (b_r == 0) {
     const char *got = reads ? bclient + 1 : disk;
     for (size_t i = 0; i < LEN; i++)

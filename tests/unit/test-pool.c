@@ -133,6 +133,7 @@ quarantine (void)
   void *a, *b, *c;
   pthread_t t;
   int r = -1;
+  struct gm_pool_stats st;
 
   pool = gm_pool_create (8 * GM_POOL_UNIT, GM_HUGE_OFF, err, sizeof err);
   CHECK (pool != NULL);
@@ -150,6 +151,9 @@ quarantine (void)
   gm_pool_quarantine (pool, b, 6 * GM_POOL_UNIT);
   pthread_join (t, NULL);
   CHECK (r == EIO);             /* 2 units left, for good */
+  gm_pool_get_stats (pool, &st);
+  CHECK (st.quarantined == 6 * GM_POOL_UNIT &&
+         st.in_use == 8 * GM_POOL_UNIT);
   errno = 0;
   CHECK (gm_pool_get (pool, 3 * GM_POOL_UNIT) == NULL && errno == EIO);
   /* What is left still serves what fits, never the quarantined units. */
@@ -159,6 +163,9 @@ quarantine (void)
   errno = 0;
   CHECK (gm_pool_tryget (pool, GM_POOL_UNIT) == NULL && errno == EAGAIN);
   gm_pool_put (pool, c, 2 * GM_POOL_UNIT);
+  gm_pool_get_stats (pool, &st);
+  CHECK (st.quarantined == 6 * GM_POOL_UNIT &&
+         st.in_use == 6 * GM_POOL_UNIT);
   gm_pool_destroy (pool);
 
   /* A unit lost in the middle: a whole-pool request can never fit. */
