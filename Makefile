@@ -117,6 +117,7 @@ $(B)/tests/unit/test-uring-faults: plugins/gmblock/engine-shared.c plugins/gmblo
 $(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_wait \
   -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe
 $(B)/tests/unit/test-failstop: plugins/gmblock/failstop.c plugins/gmblock/gmblock.h
+$(B)/tests/unit/test-rdma-fence: filters/rdma/fence.c filters/rdma/rdma.h
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
 $(B)/tests/unit/test-lost-buffer: plugins/gmblock/io.c plugins/gmblock/engine.c \
   plugins/gmblock/engine-shared.c plugins/gmblock/engine-sync.c plugins/gmblock/gmblock.h \

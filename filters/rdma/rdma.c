@@ -76,8 +76,8 @@ static pthread_t listener;
 static bool listener_started;
 static int wake_pipe[2] = { -1, -1 };
 
-static struct client *clients;  /* under clients_lock */
-static pthread_mutex_t clients_lock = PTHREAD_MUTEX_INITIALIZER;
+struct client *gm_rdma_clients;  /* under gm_rdma_clients_lock */
+pthread_mutex_t gm_rdma_clients_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* ---- Options. */
 
@@ -459,11 +459,11 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     return;
   }
   /* Each client holds a context below and its own threads: bounded. */
-  pthread_mutex_lock (&clients_lock);
+  pthread_mutex_lock (&gm_rdma_clients_lock);
   n = 0;
-  for (struct client *o = clients; o; o = o->next_client)
+  for (struct client *o = gm_rdma_clients; o; o = o->next_client)
     n++;
-  pthread_mutex_unlock (&clients_lock);
+  pthread_mutex_unlock (&gm_rdma_clients_lock);
   if (n >= gm_rdma_set.max_clients) {
     snprintf (why, sizeof why, "too many RDMA clients (rdma-max-clients=%u)",
               gm_rdma_set.max_clients);
@@ -526,10 +526,10 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     gm_rdma_disconnect (id);
   else
     c->thread_started = true;
-  pthread_mutex_lock (&clients_lock);
-  c->next_client = clients;
-  clients = c;
-  pthread_mutex_unlock (&clients_lock);
+  pthread_mutex_lock (&gm_rdma_clients_lock);
+  c->next_client = gm_rdma_clients;
+  gm_rdma_clients = c;
+  pthread_mutex_unlock (&gm_rdma_clients_lock);
   COUNT (RC_CLIENTS, 1);
   nbdkit_debug (NAME ": accepted %s: %u credits, max request %u, "
                 "%u workers", peer, c->rp.lim.credits,
@@ -564,6 +564,9 @@ on_gone (struct rdma_cm_id *id)
     return;
   rdma_disconnect (id);
   c->gone = true;
+  /* Before the next connect request is taken (fence.c): a bridge
+   * restarted at once must find this one fenced. */
+  gm_rdma_client_ending (c);
   nbdkit_debug (NAME ": %s disconnected", c->peer);
 }
 
@@ -571,20 +574,20 @@ on_gone (struct rdma_cm_id *id)
 static void
 reap (void)
 {
-  struct client **p = &clients, *c;
+  struct client **p = &gm_rdma_clients, *c;
 
-  pthread_mutex_lock (&clients_lock);
+  pthread_mutex_lock (&gm_rdma_clients_lock);
   while ((c = *p) != NULL) {
     if (c->gone && (!c->thread_started || atomic_load (&c->finished))) {
       *p = c->next_client;
-      pthread_mutex_unlock (&clients_lock);
+      pthread_mutex_unlock (&gm_rdma_clients_lock);
       client_free (c);
-      pthread_mutex_lock (&clients_lock);
+      pthread_mutex_lock (&gm_rdma_clients_lock);
     }
     else
       p = &c->next_client;
   }
-  pthread_mutex_unlock (&clients_lock);
+  pthread_mutex_unlock (&gm_rdma_clients_lock);
 }
 
 static void *
@@ -675,12 +678,12 @@ say_goodbyes (void)
 
   /* The listener is gone: a client that leaves now is found by its
    * poller (failed completions), not by a CM event. */
-  for (c = clients; c; c = c->next_client)
+  for (c = gm_rdma_clients; c; c = c->next_client)
     c->farewell = c->thread_started && !atomic_load (&c->finished) &&
       gm_rdma_client_drain (c);
   if (gmblock_rdma_debug_drain_delay_ms > 0)
     usleep ((useconds_t) gmblock_rdma_debug_drain_delay_ms * 1000u);
-  for (c = clients; c; c = c->next_client) {
+  for (c = gm_rdma_clients; c; c = c->next_client) {
     while (c->farewell && !gm_rdma_client_drained (c) && before (deadline))
       usleep (10000);
     if (c->farewell && !gm_rdma_client_drained (c)) {
@@ -691,7 +694,7 @@ say_goodbyes (void)
       gm_rdma_disconnect (c->id);
     }
   }
-  for (c = clients; c; c = c->next_client) {
+  for (c = gm_rdma_clients; c; c = c->next_client) {
     bool flushed = false;
     int err = 0;
 
@@ -715,11 +718,11 @@ say_goodbyes (void)
       COUNT (RC_GOODBYES, 1);
   }
   deadline = gm_now_ns () + BYE_MS * 1000000ull;
-  for (c = clients; c; c = c->next_client)
+  for (c = gm_rdma_clients; c; c = c->next_client)
     while (c->farewell && gm_rdma_client_bye (c) == BYE_POSTED &&
            !atomic_load (&c->finished) && before (deadline))
       usleep (5000);
-  for (c = clients; c; c = c->next_client)
+  for (c = gm_rdma_clients; c; c = c->next_client)
     if (c->farewell)
       nbdkit_debug (NAME ": %s: goodbye %s", c->peer,
                     gm_rdma_client_bye (c) == BYE_SENT ? "delivered"
@@ -804,7 +807,7 @@ rdma_cleanup (nbdkit_backend *b)
   say_goodbyes ();
   /* Every client first: a worker of one may be waiting for pool memory
    * that another's requests hold until their completions flush. */
-  for (struct client *c = clients; c; c = c->next_client)
+  for (struct client *c = gm_rdma_clients; c; c = c->next_client)
     gm_rdma_disconnect (c->id);
   /* Each client is freed once its poller has ended, whichever comes
    * first: a worker of one may be waiting for pool memory that another,
@@ -812,17 +815,23 @@ rdma_cleanup (nbdkit_backend *b)
    * posted keeps its buffer until the QP is destroyed).  Freeing them in
    * list order joined the waiting one first: for ever.
    */
-  while (clients) {
-    struct client **p = &clients, *c;
+  while (gm_rdma_clients) {
+    struct client **p = &gm_rdma_clients, *c;
     bool freed = false;
+    /* Unlinked under the lock: workers of the others look through the
+     * list (fence.c). */
+    pthread_mutex_lock (&gm_rdma_clients_lock);
     while ((c = *p) != NULL)
       if (!c->thread_started || atomic_load (&c->finished)) {
         *p = c->next_client;
+        pthread_mutex_unlock (&gm_rdma_clients_lock);
         client_free (c);
+        pthread_mutex_lock (&gm_rdma_clients_lock);
         freed = true;
       }
       else
         p = &c->next_client;
+    pthread_mutex_unlock (&gm_rdma_clients_lock);
     if (!freed)
       usleep (10 * 1000);
   }
@@ -852,6 +861,32 @@ rdma_unload (void)
   gm_stats_final (&gm_rdma_stats_out);
 }
 
+/* ---- TCP clients pass through; their writes respect fence.c. */
+
+static int
+rdma_pwrite (nbdkit_next *next, void *handle, const void *buf,
+             uint32_t count, uint64_t offset, uint32_t flags, int *err)
+{
+  gm_rdma_fence_wait (NULL, offset, count);
+  return next->pwrite (next, buf, count, offset, flags, err);
+}
+
+static int
+rdma_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
+           uint32_t flags, int *err)
+{
+  gm_rdma_fence_wait (NULL, offset, count);
+  return next->trim (next, count, offset, flags, err);
+}
+
+static int
+rdma_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
+           uint32_t flags, int *err)
+{
+  gm_rdma_fence_wait (NULL, offset, count);
+  return next->zero (next, count, offset, flags, err);
+}
+
 static struct nbdkit_filter filter = {
   .name = NAME,
   .longname = "gmblock RDMA transport (server side)",
@@ -862,6 +897,9 @@ static struct nbdkit_filter filter = {
   .after_fork = rdma_after_fork,
   .cleanup = rdma_cleanup,
   .unload = rdma_unload,
+  .pwrite = rdma_pwrite,
+  .trim = rdma_trim,
+  .zero = rdma_zero,
 };
 
 NBDKIT_REGISTER_FILTER (filter)

@@ -6,6 +6,7 @@
  * memory.c  request memory: host, or device memory (registered or staged)
  * stats.c   counters, and the overlap of disk and network per size
  * bind.c    binding the listener's address (and a trial before the fork)
+ * fence.c   a gone client's writes land before later ones overlapping them
  */
 #ifndef GMBLOCK_RDMA_FILTER_H
 #define GMBLOCK_RDMA_FILTER_H
@@ -38,7 +39,7 @@ enum {
   RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
   RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS,
-  RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_COUNT
+  RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_FENCE_WAITS, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -105,6 +106,11 @@ struct req {
 
 enum bye_state { BYE_NONE, BYE_POSTED, BYE_SENT, BYE_FAILED };
 
+/* A client's place in fence.c's rule: served; gone (its CM id saw the
+ * end, or its poller did) with work maybe still in the storage; its
+ * poller finished. */
+enum { GM_FENCE_LIVE, GM_FENCE_ENDING, GM_FENCE_DONE };
+
 struct client {
   struct client *next_client;
   struct rdma_cm_id *id;
@@ -118,6 +124,7 @@ struct client {
   bool thread_started;
   pthread_t tid;                /* the poller */
   _Atomic bool finished;        /* the poller has returned */
+  _Atomic int fence;            /* GM_FENCE_*: fence.c */
 
   /* Shared by the poller and the workers, under lock. */
   pthread_mutex_t lock;
@@ -145,6 +152,9 @@ struct client *gm_rdma_client_new (void);
 int gm_rdma_client_setup (struct client *c);   /* after accept_hello */
 void *gm_rdma_client_run (void *c);            /* the poller thread */
 void gm_rdma_client_release (struct client *c); /* its serve.c parts */
+/* c is gone: its workers begin nothing more, and fence.c makes later
+ * writes over its writes still in the storage wait for them. */
+void gm_rdma_client_ending (struct client *c);
 /* Shutting down (rdma.c's cleanup): drain, then after a flush below,
  * say goodbye (docs/rdma-protocol.md).  drain returns false for a
  * client that cannot take a goodbye (protocol version 2).
@@ -162,6 +172,17 @@ int gm_rdma_bind (const struct gm_rdma_addr *a, struct rdma_event_channel **ch,
                   struct rdma_cm_id **id, char *why, size_t whylen);
 int gm_rdma_bind_trial (const struct gm_rdma_addr *a, char *why,
                         size_t whylen);
+
+/* rdma.c: every client, until reaped. */
+extern struct client *gm_rdma_clients;
+extern pthread_mutex_t gm_rdma_clients_lock;
+
+/* fence.c: wait while a gone client other than self (NULL: a TCP
+ * client) still has a WRITE, TRIM or ZERO over [offset, offset+len) in
+ * the storage below. */
+extern _Atomic unsigned gm_rdma_ending;
+void gm_rdma_fence_wait (const struct client *self, uint64_t offset,
+                         uint64_t len);
 
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);

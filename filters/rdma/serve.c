@@ -352,6 +352,7 @@ serve_write (struct client *c, struct req *q, uint32_t fl)
   }
   COUNT (RC_WRITE_BYTES, q->r.length);
   gm_rdma_mem_stage (q, 0, q->r.length, false);
+  gm_rdma_fence_wait (c, q->r.offset, q->r.length);
   if (next->pwrite (next, q->buf, q->r.length, q->r.offset, fl, &err) == -1)
     set_error (c, q, err);
 }
@@ -463,6 +464,7 @@ begin (struct client *c, struct req *q)
     r = next->flush (next, 0, &err);
     break;
   case GM_RP_TRIM:
+    gm_rdma_fence_wait (c, q->r.offset, q->r.length);
     r = next->trim (next, q->r.length, q->r.offset, fl, &err);
     break;
   case GM_RP_ZERO:
@@ -470,6 +472,7 @@ begin (struct client *c, struct req *q)
       fl |= NBDKIT_FLAG_MAY_TRIM;
     if (q->r.flags & GM_RP_FLAG_FAST_ZERO)
       fl |= NBDKIT_FLAG_FAST_ZERO;
+    gm_rdma_fence_wait (c, q->r.offset, q->r.length);
     r = next->zero (next, q->r.length, q->r.offset, fl, &err);
     break;
   case GM_RP_CACHE:
@@ -645,6 +648,26 @@ stop_workers (struct client *c)
   pthread_mutex_unlock (&c->lock);
 }
 
+void
+gm_rdma_client_ending (struct client *c)
+{
+  int live = GM_FENCE_LIVE;
+
+  /* Workers stopped first (a fenced client begins nothing more: what
+   * is only queued never runs), then counted. */
+  stop_workers (c);
+  if (atomic_compare_exchange_strong (&c->fence, &live, GM_FENCE_ENDING))
+    atomic_fetch_add (&gm_rdma_ending, 1);
+}
+
+/* Its workers have all left: nothing of it can land any more. */
+static void
+fence_done (struct client *c)
+{
+  if (atomic_exchange (&c->fence, GM_FENCE_DONE) == GM_FENCE_ENDING)
+    atomic_fetch_sub (&gm_rdma_ending, 1);
+}
+
 /* A reply whose completion has not come for REPLY_TIMEOUT_S: the
  * client posts no receives (its NIC answers RNR, and the client chose
  * how many retries: 7 is forever) or is gone.  The same for the RDMA
@@ -776,7 +799,7 @@ gm_rdma_client_run (void *arg)
       ending = true;
       deadline = gm_now_ns () + 5000000000ull;
       gm_rdma_disconnect (c->id);
-      stop_workers (c);
+      gm_rdma_client_ending (c);
     }
     pthread_mutex_lock (&c->lock);
     if (c->running == 0) {
@@ -791,6 +814,7 @@ gm_rdma_client_run (void *arg)
     if (r || (c->running == 0 && gm_now_ns () > deadline))
       break;
   }
+  fence_done (c);               /* left only once no worker runs */
   atomic_store (&c->finished, true);
   return NULL;
 }
@@ -959,6 +983,7 @@ gm_rdma_client_release (struct client *c)
   stop_workers (c);
   for (i = 0; i < c->nstarted; i++)
     pthread_join (c->workers[i], NULL);
+  fence_done (c);
   /* The queue pair first: until it is gone the NIC may still use a
    * request's buffer (a reply whose completion never came). */
   gm_rdma_qp_destroy (c->id, &c->cq, &c->cc, &c->recv_mr);

@@ -3,7 +3,10 @@
 # fail, not finish with wrong data; the kernel NBD client attached to
 # the bridge gets EIO while the server is gone; once it is back, the
 # same NBD connection reads again (the bridge reconnects) and the data
-# is intact, as is a fresh copy through the bridge.
+# is intact, as is a fresh copy through the bridge.  Then the bridge
+# killed -9 with writes still in the server's (slow) storage: those
+# writes land before a restarted bridge's, or a TCP client's, later
+# writes over the same bytes (filters/rdma/fence.c), never over them.
 # lab-disks: virtio:64M
 # lab-timeout: 300
 . "$LAB_REPO/tests/vm/guest/lib.sh"
@@ -51,4 +54,64 @@ stop srv
 echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
 counter_above reconnects "$(rdma_counter br.stats reconnects)" 0 "the bridge reconnected an existing connection"
 counter_above transport_errors "$(rdma_counter br.stats transport_errors)" 0 "requests in flight failed with EIO"
+
+step "the bridge killed -9 with writes in a slow disk: they land before later writes over them"
+# delay-write: each pwrite sleeps 8 s in the server after its data was
+# fetched; zeros are not delayed.  Zombies at 0, 1M and 8M (that one
+# overlapped by nothing: it proves the zombies did land).
+serve srv 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- rdma=10.77.0.1 \
+    delay-write=8 rdma-stats="$LAB_OUT/fence.rdma-stats"
+bridge b1 10.77.0.1
+python3 - "$LAB_RUN/b1.sock" <<'PY' &
+import nbd, sys, time
+h = nbd.NBD()
+h.connect_uri("nbd+unix:///?socket=" + sys.argv[1])
+for off in (0, 1 << 20, 8 << 20):
+    h.aio_pwrite(b"\xaa" * 65536, off)
+time.sleep(60)                  # killed with its bridge's connection
+PY
+writer=$!
+sleep 2
+stop b1 KILL
+t0=$(date +%s)
+bridge b2 10.77.0.1
+python3 - "$LAB_RUN/b2.sock" <<'PY' || fail "writes after the bridge's death failed"
+import nbd, sys, threading, time
+b2 = nbd.NBD()
+b2.connect_uri("nbd+unix:///?socket=" + sys.argv[1])
+tcp = nbd.NBD()
+tcp.connect_uri("nbd://127.0.0.1:10809")
+t = time.monotonic()
+b2.zero(65536, 4 << 20)         # overlaps no zombie: not held
+free = time.monotonic() - t
+# Over the zombie at 0 (RDMA) and the one at 1M (TCP), at once.
+errors = []
+def zero(h, off):
+    try:
+        h.zero(65536, off)
+    except nbd.Error as e:
+        errors.append(f"zero at {off}: {e}")
+zs = [threading.Thread(target=zero, args=a) for a in ((b2, 0), (tcp, 1 << 20))]
+for z in zs:
+    z.start()
+for z in zs:
+    z.join()
+if errors:
+    sys.exit("; ".join(errors))
+print(f"zero beside the zombies {free:.2f} s, over them {time.monotonic() - t:.2f} s")
+if free > 3:
+    sys.exit("a zero overlapping no zombie waited")
+PY
+kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null
+while [ $(($(date +%s) - t0)) -lt 10 ]; do sleep 1; done
+stop b2
+stop srv
+for m in 0 1; do
+    [ "$(dd if=/dev/vda bs=64K skip=$((m * 16)) count=1 iflag=direct status=none | tr -d '\0' | wc -c)" = 0 ] ||
+        fail "the killed bridge's write at ${m}M landed over a later zero (RDMA/TCP)"
+done
+[ "$(dd if=/dev/vda bs=64K skip=128 count=1 iflag=direct status=none | tr -d '\252' | wc -c)" = 0 ] ||
+    fail "the killed bridge's write at 8M never landed: nothing was tested"
+echo "server: $(grep -E 'fence_waits|clients_dropped' "$LAB_OUT/fence.rdma-stats" | tr '\n' ' ')"
+counter_above fence_waits "$(rdma_counter fence.rdma-stats fence_waits)" 1 "both zeros over the zombies waited"
 echo "rdma-restart: all checks passed"

@@ -1,0 +1,91 @@
+/* gmblock-rdma filter: a gone client's writes land before later ones.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * When an RDMA client goes (its bridge was killed, or it was dropped),
+ * a WRITE, TRIM or ZERO of it may still be in the storage below: its
+ * data was fetched, the disk is slow.  The client learnt nothing (its
+ * request failed with EIO), so whoever comes next (the bridge restarted
+ * over the same NBD device, or a TCP client taking over) may write
+ * those bytes again and have that acknowledged, and then the old write
+ * lands over it: acknowledged data silently replaced by older data.
+ *
+ * So a client that is gone is fenced: its workers begin nothing more
+ * (gm_rdma_client_ending), and every later WRITE, TRIM or ZERO that
+ * overlaps one it still has in the storage waits for it to land
+ * (gm_rdma_fence_wait): those of other RDMA clients, and those of TCP
+ * clients, which pass through this filter.  The listener marks a client
+ * gone before it accepts the next connect request, so a restarted
+ * bridge's requests always see it.  Reads do not wait: a failed write
+ * leaves its range undefined until the next write, as in NBD.
+ *
+ * What it cannot see: a client cut off by the network, whose queue
+ * pair the server still thinks healthy, until the server learns of it.
+ */
+#include <time.h>
+
+#include "rdma.h"
+
+/* Clients gone with their poller not yet finished: the hot path reads
+ * only this.  Marked in gm_rdma_client_ending, unmarked when finished.
+ */
+_Atomic unsigned gm_rdma_ending;
+
+static bool
+is_write (const struct gm_rp_request *r)
+{
+  return r->op == GM_RP_WRITE || r->op == GM_RP_TRIM || r->op == GM_RP_ZERO;
+}
+
+/* Whether a gone client other than self still has a write begun
+ * (RQ_SETUP: a worker took it; a fenced client's workers begin nothing
+ * more, so what is only queued never runs) over [offset, offset+len).
+ * Under the clients lock, which keeps each client allocated.
+ */
+static bool
+overlaps_gone (const struct client *self, uint64_t offset, uint64_t len)
+{
+  bool hit = false;
+
+  for (struct client *o = gm_rdma_clients; o && !hit; o = o->next_client) {
+    if (o == self || atomic_load (&o->fence) != GM_FENCE_ENDING)
+      continue;
+    pthread_mutex_lock (&o->lock);
+    for (unsigned i = 0; o->reqs && i < o->rp.lim.credits && !hit; i++) {
+      const struct req *q = &o->reqs[i];
+      hit = q->state == RQ_SETUP && is_write (&q->r) &&
+        q->r.offset < offset + len && offset < q->r.offset + q->r.length;
+    }
+    pthread_mutex_unlock (&o->lock);
+  }
+  return hit;
+}
+
+void
+gm_rdma_fence_wait (const struct client *self, uint64_t offset, uint64_t len)
+{
+  const struct timespec ms = { .tv_nsec = 1000000 };
+  bool waited = false;
+
+  while (atomic_load (&gm_rdma_ending) > 0) {
+    bool hit;
+
+    /* A gone client's own requests never wait: no one was told they
+     * ended, so their order among the gone does not matter, and two
+     * clients that died while waiting on each other's would wait for
+     * ever. */
+    if (self && atomic_load (&self->fence) != GM_FENCE_LIVE)
+      break;
+
+    pthread_mutex_lock (&gm_rdma_clients_lock);
+    hit = overlaps_gone (self, offset, len);
+    pthread_mutex_unlock (&gm_rdma_clients_lock);
+    if (!hit)
+      break;
+    if (!waited)
+      COUNT (RC_FENCE_WAITS, 1);
+    waited = true;
+    /* Rare (a client gone with a write in a slow disk), and it ends
+     * when that write does: polled, nothing on the hot path. */
+    nanosleep (&ms, NULL);
+  }
+}
