@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 3.
+/* gmblock: the RDMA transport's wire protocol, version 4.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
@@ -61,7 +61,7 @@ struct layout {
 static const struct field hello_f[] = {
   F (gm_rp_hello, magic, 0), F (gm_rp_hello, version, 4),
   F (gm_rp_hello, credits, 6), F (gm_rp_hello, max_request, 8),
-  BYTES (gm_rp_hello, reserved, 12),
+  F (gm_rp_hello, conn_id, 12), BYTES (gm_rp_hello, reserved, 20),
 };
 static const struct field welcome_f[] = {
   F (gm_rp_welcome, magic, 0), F (gm_rp_welcome, version, 4),
@@ -493,7 +493,8 @@ judge_hello (const struct gm_rp_hello *h, const struct gm_rp_limits *offer,
     return say (GM_RP_ENOTSUP, why, whylen,
                 "version %u not supported (server speaks %u to %u)",
                 h->version, GM_RP_VERSION_MIN, GM_RP_VERSION);
-  if (!all_zero (h->reserved, sizeof h->reserved))
+  if (!all_zero (h->reserved, sizeof h->reserved) ||
+      (h->version < 4 && h->conn_id != 0))
     return say (GM_RP_EINVAL, why, whylen, "hello: reserved field not zero");
   if (h->credits == 0)
     return say (GM_RP_EINVAL, why, whylen, "hello asks for 0 credits");
@@ -536,6 +537,7 @@ gm_rp_conn_accept_hello (struct gm_rp_conn *c, const void *buf, size_t len,
     return broken (c, why, whylen, "%s", msg);
   c->lim = *offer;
   c->lim.version = h.version;
+  c->conn_id = h.conn_id;
   w->version = h.version;       /* an older client reads its own */
   if (h.credits < c->lim.credits)
     c->lim.credits = h.credits;
@@ -564,6 +566,7 @@ gm_rp_conn_hello (struct gm_rp_conn *c, uint16_t credits, uint32_t max_request,
   h->version = GM_RP_VERSION;
   h->credits = credits;
   h->max_request = max_request;
+  h->conn_id = c->conn_id;
   c->sent = *h;
   c->state = GM_RP_WELCOME_WAIT;
   return 0;

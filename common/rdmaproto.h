@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 3 (no verbs here).
+/* gmblock: the RDMA transport's wire protocol, version 4 (no verbs here).
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * docs/rdma-protocol.md is the specification; this is its code.  Every
@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_RP_VERSION        3
+#define GM_RP_VERSION        4
 #define GM_RP_VERSION_MIN    2             /* the oldest a server serves */
 #define GM_RP_HELLO_MAGIC    0x48524d47u   /* "GMRH" on the wire */
 #define GM_RP_WELCOME_MAGIC  0x57524d47u   /* "GMRW" on the wire */
@@ -96,7 +96,9 @@ struct gm_rp_hello {
   uint16_t version;
   uint16_t credits;
   uint32_t max_request;
-  uint8_t reserved[20];
+  /* Version 4 (before: reserved, zero).  At offset 12: unaligned. */
+  uint64_t conn_id __attribute__ ((packed));
+  uint8_t reserved[12];
 };
 
 /* Server -> client, the answer: accepted when error is 0, else the
@@ -238,6 +240,8 @@ struct gm_rp_conn {
   enum gm_rp_state state;
   struct gm_rp_limits lim;      /* valid from READY on */
   struct gm_rp_hello sent;      /* client: the hello it sent */
+  uint64_t conn_id;             /* client: set before hello, sent in it;
+                                 * server: the hello's (0: none) */
   uint16_t in_use;              /* credits taken = requests in flight */
   struct gm_rp_request inflight[GM_RP_MAX_CREDITS]; /* [0, in_use) */
 };
@@ -260,7 +264,7 @@ void gm_rp_welcome_refusal (struct gm_rp_welcome *w, uint32_t error,
                             const char *reason);
 
 /* Client: fills *h, the hello to send, asking for credits and
- * max_request (the server may grant less of both).
+ * max_request (the server may grant less of both), with c->conn_id.
  */
 int gm_rp_conn_hello (struct gm_rp_conn *c, uint16_t credits,
                       uint32_t max_request, struct gm_rp_hello *h,

@@ -18,9 +18,16 @@
  * bridge's requests always see it.  Reads do not wait: a failed write
  * leaves its range undefined until the next write, as in NBD.
  *
- * What it cannot see: a client cut off by the network, whose queue
- * pair the server still thinks healthy, until the server learns of it.
+ * A client cut off by the network may look healthy here for long
+ * (nothing is sent to it while its write sleeps in the storage), while
+ * its bridge has failed the write and connects again.  A version 4
+ * bridge names each of its connections in the hello (conn_id, the same
+ * across its reconnects): a connect request from the same host naming
+ * a connection still open here replaces it, fenced first
+ * (gm_rdma_fence_predecessor).
  */
+#include <inttypes.h>
+#include <string.h>
 #include <time.h>
 
 #include "rdma.h"
@@ -88,4 +95,37 @@ gm_rdma_fence_wait (const struct client *self, uint64_t offset, uint64_t len)
      * when that write does: polled, nothing on the hot path. */
     nanosleep (&ms, NULL);
   }
+}
+
+/* The host part of a peer name "HOST:PORT". */
+static size_t
+host_len (const char *peer)
+{
+  const char *colon = strrchr (peer, ':');
+
+  return colon ? (size_t) (colon - peer) : strlen (peer);
+}
+
+void
+gm_rdma_fence_predecessor (struct client *c)
+{
+  size_t n = host_len (c->peer);
+
+  if (c->rp.conn_id == 0)
+    return;
+  pthread_mutex_lock (&gm_rdma_clients_lock);
+  for (struct client *o = gm_rdma_clients; o; o = o->next_client) {
+    if (o == c || o->rp.conn_id != c->rp.conn_id || host_len (o->peer) != n ||
+        strncmp (o->peer, c->peer, n) != 0 ||
+        atomic_load (&o->fence) != GM_FENCE_LIVE)
+      continue;
+    nbdkit_debug (NAME ": %s connects again as connection 0x%" PRIx64
+                  ", still open from %s: that one is dropped, and what it "
+                  "has in the storage lands first", c->peer, c->rp.conn_id,
+                  o->peer);
+    COUNT (RC_REPLACED, 1);
+    gm_rdma_disconnect (o->id);
+    gm_rdma_client_ending (o);
+  }
+  pthread_mutex_unlock (&gm_rdma_clients_lock);
 }

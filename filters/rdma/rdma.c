@@ -492,6 +492,7 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     goto refused;
   }
   c->id = id;
+  gm_rdma_fence_predecessor (c);
   if (gm_rdma_client_setup (c) == -1)
     goto failed;
   gm_rp_encode_welcome (&w, msg);

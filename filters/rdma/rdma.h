@@ -39,7 +39,8 @@ enum {
   RC_READ_BYTES, RC_WRITE_BYTES, RC_RDMA_WRITES, RC_RDMA_READS,
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
   RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS,
-  RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_FENCE_WAITS, RC_COUNT
+  RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_FENCE_WAITS, RC_REPLACED,
+  RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -183,6 +184,10 @@ extern pthread_mutex_t gm_rdma_clients_lock;
 extern _Atomic unsigned gm_rdma_ending;
 void gm_rdma_fence_wait (const struct client *self, uint64_t offset,
                          uint64_t len);
+/* Listener, c's hello accepted: a connection of c's bridge from the
+ * same host with its conn_id, still open here, is dropped and fenced
+ * (its bridge gave up on it and connects again). */
+void gm_rdma_fence_predecessor (struct client *c);
 
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);

@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -95,6 +96,11 @@ struct conn {
   pthread_t thread;
   bool thread_on;
   struct gm_rp_conn rp;
+  uint64_t conn_id;             /* names it to the server in every hello,
+                                 * reconnects included: a server that
+                                 * still holds the old connection drops
+                                 * it, and lets what that one has in its
+                                 * storage land first (protocol version 4) */
   unsigned nslots;              /* credits granted */
   unsigned busy;                /* slots reserved */
   bool dead;                    /* broken: reconnect first */
@@ -171,6 +177,18 @@ now (void)
   struct timespec t;
   clock_gettime (CLOCK_MONOTONIC, &t);
   return t.tv_sec;
+}
+
+/* -D gmblock-rdma.silence_s=N: a probe unanswered for N s breaks the
+ * connection instead of SILENCE_S (a test's network failure is found
+ * sooner). */
+GM_DEBUG_FLAG (gmblock_rdma_debug_silence_s, "gmblock-rdma_debug_silence_s");
+
+static int
+silence_s (void)
+{
+  return gmblock_rdma_debug_silence_s > 0 ? gmblock_rdma_debug_silence_s
+    : SILENCE_S;
 }
 
 const struct gm_rp_limits *
@@ -361,6 +379,7 @@ connect_server (struct conn *c)
   int e;
 
   gm_rp_conn_init (&c->rp, GM_RP_CLIENT);
+  c->rp.conn_id = c->conn_id;
   e = getaddrinfo (server.host, server.port, &hints, &ai);
   if (e) {
     nbdkit_error (NAME ": server=%s:%s: %s", server.host, server.port,
@@ -517,6 +536,14 @@ conn_open (void)
     free (c);
     return NULL;
   }
+  while (c->conn_id == 0)         /* 0 says none */
+    if (getrandom (&c->conn_id, sizeof c->conn_id, 0) != sizeof c->conn_id) {
+      nbdkit_error (NAME ": getrandom: %m");
+      close (c->stop_fd);
+      free (c->msgs);
+      free (c);
+      return NULL;
+    }
   pthread_mutex_init (&c->m, NULL);
   pthread_cond_init (&c->free_cv, NULL);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
@@ -858,8 +885,11 @@ completion_thread (void *arg)
       c->leaving = false;
       pthread_cond_broadcast (&c->free_cv);
     }
-    if (c->probing && now () - c->probe_sent > SILENCE_S) {
-      broken (c, "a liveness probe unanswered for 60 s");
+    if (c->probing && now () - c->probe_sent > silence_s ()) {
+      char why[64];
+      snprintf (why, sizeof why, "a liveness probe unanswered for %d s",
+                silence_s ());
+      broken (c, why);
       pthread_mutex_unlock (&c->m);
       return NULL;
     }

@@ -3,7 +3,8 @@
  *
  * An input is a 16-byte header that sets the server's offer and the
  * client's hello (bit 7 of byte 4: an older client, whose hello says
- * version 2), then records: an action byte, a length byte and that
+ * version 2, or 3 with bit 0 set, and carries no connection identity;
+ * else version 4 with bytes 8-15 as its identity), then records: an action byte, a length byte and that
  * many bytes of message.  The actions drive a server and a client conn
  * through the handshake, requests, replies and the server's goodbye,
  * with arbitrary bytes wherever bytes arrive from the network.  Every
@@ -14,14 +15,14 @@
  *   - credits in use never exceed the negotiated credits (<= 128)
  *   - the handles in flight are distinct
  *   - negotiated limits pass gm_rp_check_limits and grant no more than
- *     was offered and asked; the negotiated version is the hello's, 2
- *     or 3
+ *     was offered and asked; the negotiated version is the hello's, 2,
+ *     3 or 4, and so is the server's connection identity (0 before 4)
  *   - every request in flight is well formed, and the ones accepted
  *     (not refused with an error) obey the limits: written out here
  *     again from docs/rdma-protocol.md, not by calling the checker
  *   - both sides give the same verdict on the same request
  *   - the server makes a goodbye exactly when its conn is READY or
- *     CLOSING in version 3, and a refusal leaves the conn as it was;
+ *     CLOSING in version 3 or 4, and a refusal leaves the conn as it was;
  *     the client takes exactly the goodbyes the protocol page allows
  *     (checked against the bytes, not by calling the decoder), is GONE
  *     after one and FAILED after any other
@@ -144,9 +145,12 @@ assert_conn (const struct gm_rp_conn *c, const struct gm_rp_limits *offer,
   ASSERT (gm_rp_conn_credits_free (c) <= c->lim.credits);
   ASSERT (c->lim.credits <= asked->credits &&
           c->lim.max_request <= asked->max_request);
-  /* The version is the hello's, one of 2 and 3. */
+  /* The version is the hello's, one of 2, 3 and 4; so is the
+   * connection identity, which only version 4 may carry. */
   ASSERT (c->lim.version == asked->version);
-  ASSERT (c->lim.version == 2 || c->lim.version == 3);
+  ASSERT (c->lim.version >= 2 && c->lim.version <= 4);
+  ASSERT (c->conn_id == asked->conn_id);
+  ASSERT (c->lim.version == 4 || c->conn_id == 0);
   if (c->role == GM_RP_SERVER)
     ASSERT (c->lim.credits <= offer->credits &&
             c->lim.max_request <= offer->max_request &&
@@ -285,11 +289,13 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   };
   gm_rp_conn_init (&sv, GM_RP_SERVER);
   gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  /* An older client (version 2, or 3 with bit 0 set) has no identity. */
+  cl.conn_id = data[4] & 0x80 ? 0 : le (data + 8, 8);
   ASSERT (gm_rp_conn_hello (&cl, data[1], 1u << ((data[7] + (data[1] >> 4)) % 32),
                             &hello, why, sizeof why) == 0);
-  ASSERT (hello.version == GM_RP_VERSION);
+  ASSERT (hello.version == GM_RP_VERSION && hello.conn_id == cl.conn_id);
   if (data[4] & 0x80)           /* an older client: its hello and all */
-    hello.version = cl.sent.version = 2;
+    hello.version = cl.sent.version = 2 + (data[4] & 1);
   gm_rp_encode_hello (&hello, hello_b);
   gm_rp_encode_goodbye (&bye, bye_b);
 

@@ -5,7 +5,9 @@
  * Clients and their request slots are made by hand (no verbs): a gone
  * client's begun WRITE, TRIM or ZERO holds every overlapping write of
  * a live client, RDMA or TCP, until it ends; nothing else holds one.
- * The lab's rdma-restart scenario checks it end to end.
+ * A connect naming a connection still open from the same host replaces
+ * it.  The lab's rdma-restart and rdma-netloss scenarios check both
+ * end to end.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -19,6 +21,31 @@
 struct gm_counter gm_rdma_stats[RC_COUNT];
 struct client *gm_rdma_clients;
 pthread_mutex_t gm_rdma_clients_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* What fence.c calls of the rest of the filter (serve.c, nbdkit). */
+static struct rdma_cm_id *disconnected[4];
+static unsigned ndisconnected;
+
+void
+gm_rdma_disconnect (struct rdma_cm_id *id)
+{
+  CHECK (ndisconnected < 4);
+  disconnected[ndisconnected++] = id;
+}
+
+void
+gm_rdma_client_ending (struct client *c)
+{
+  int live = GM_FENCE_LIVE;
+
+  if (atomic_compare_exchange_strong (&c->fence, &live, GM_FENCE_ENDING))
+    atomic_fetch_add (&gm_rdma_ending, 1);
+}
+
+void
+nbdkit_debug (const char *fs, ...)
+{
+}
 
 #define K 1024
 
@@ -40,6 +67,7 @@ setup (void)
   }
   atomic_store (&gm_rdma_ending, 0);
   gm_rdma_stats[RC_FENCE_WAITS].value = 0;
+  gm_rdma_stats[RC_REPLACED].value = 0;
 }
 
 static void
@@ -207,12 +235,63 @@ done_holds_nothing (void)
   CHECK_EQ_U64 (waits (), 0);
 }
 
+/* A client connecting again from the same host with a connection's
+ * identity replaces it: dropped and fenced.  Not another host's, not
+ * one already gone, not without an identity (version 2 and 3). */
+static void
+replaces (void)
+{
+  struct client nc = { .rp.conn_id = 7, .id = (struct rdma_cm_id *) &nc };
+
+  setup ();
+  ndisconnected = 0;
+  for (int i = 0; i < 3; i++)
+    cl[i].id = (struct rdma_cm_id *) &cl[i];
+  strcpy (nc.peer, "10.77.0.2:40002");
+  strcpy (cl[0].peer, "10.77.0.2:40001");       /* its old connection */
+  cl[0].rp.conn_id = 7;
+  strcpy (cl[1].peer, "10.77.0.3:40001");       /* another host's 7 */
+  cl[1].rp.conn_id = 7;
+  strcpy (cl[2].peer, "10.77.0.2:40003");       /* another connection */
+  cl[2].rp.conn_id = 8;
+  gm_rdma_fence_predecessor (&nc);
+  CHECK_EQ_U64 (ndisconnected, 1);
+  CHECK (disconnected[0] == cl[0].id);
+  CHECK (atomic_load (&cl[0].fence) == GM_FENCE_ENDING);
+  CHECK (atomic_load (&cl[1].fence) == GM_FENCE_LIVE);
+  CHECK (atomic_load (&cl[2].fence) == GM_FENCE_LIVE);
+  CHECK_EQ_U64 (atomic_load (&gm_rdma_ending), 1);
+  CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_REPLACED]), 1);
+  /* Again: that one is gone already. */
+  gm_rdma_fence_predecessor (&nc);
+  CHECK_EQ_U64 (ndisconnected, 1);
+  /* No identity: nothing replaced, even an identity-less old one. */
+  nc.rp.conn_id = 0;
+  cl[2].rp.conn_id = 0;
+  gm_rdma_fence_predecessor (&nc);
+  CHECK_EQ_U64 (ndisconnected, 1);
+  /* IPv6: the host is all before the last colon. */
+  setup ();
+  cl[0].id = (struct rdma_cm_id *) &cl[0];
+  strcpy (nc.peer, "fd00::2:40002");
+  nc.rp.conn_id = 9;
+  strcpy (cl[0].peer, "fd00::2:40001");
+  cl[0].rp.conn_id = 9;
+  strcpy (cl[1].peer, "fd00::3:40001");
+  cl[1].rp.conn_id = 9;
+  gm_rdma_fence_predecessor (&nc);
+  CHECK_EQ_U64 (ndisconnected, 2);
+  CHECK (disconnected[1] == cl[0].id);
+  CHECK (atomic_load (&cl[1].fence) == GM_FENCE_LIVE);
+}
+
 static const struct unit_case cases[] = {
   { "idle", idle },
   { "holds_overlap", holds_overlap },
   { "passes", passes },
   { "gone_never_wait", gone_never_wait },
   { "done_holds_nothing", done_holds_nothing },
+  { "replaces", replaces },
 };
 
 int

@@ -538,15 +538,20 @@ test_handshake (void)
   } while (0)
   REFUSED (h_.magic = 0x4e42444d, GM_RP_EINVAL, "bad hello magic 0x4e42444d");
   REFUSED (h_.version = 1, GM_RP_ENOTSUP,
-           "version 1 not supported (server speaks 2 to 3)");
-  REFUSED (h_.version = 4, GM_RP_ENOTSUP,
-           "version 4 not supported (server speaks 2 to 3)");
+           "version 1 not supported (server speaks 2 to 4)");
+  REFUSED (h_.version = 5, GM_RP_ENOTSUP,
+           "version 5 not supported (server speaks 2 to 4)");
   REFUSED (h_.version = 0, GM_RP_ENOTSUP, "version 0 not supported");
   REFUSED (h_.version = 0xffff, GM_RP_ENOTSUP, "version 65535 not supported");
   /* Version 2, the oldest served, is judged like 3 past the version. */
   REFUSED ((h_.version = 2, h_.credits = 0), GM_RP_EINVAL,
            "hello asks for 0 credits");
-  REFUSED (h_.reserved[19] = 1, GM_RP_EINVAL, "hello: reserved field not zero");
+  REFUSED (h_.reserved[11] = 1, GM_RP_EINVAL, "hello: reserved field not zero");
+  /* The connection identity is version 4's; before, reserved bytes. */
+  REFUSED ((h_.version = 3, h_.conn_id = 1ull << 63), GM_RP_EINVAL,
+           "hello: reserved field not zero");
+  REFUSED ((h_.version = 2, h_.conn_id = 1), GM_RP_EINVAL,
+           "hello: reserved field not zero");
   REFUSED (h_.credits = 0, GM_RP_EINVAL, "hello asks for 0 credits");
   REFUSED (h_.max_request = 511, GM_RP_EINVAL,
            "client max request 511 below the block size 512");
@@ -582,8 +587,9 @@ test_handshake (void)
   WELCOME ((w_.error = GM_RP_ENOTSUP, strcpy (w_.reason, "go away")),
            "server refused with error 95: go away");
   WELCOME (w_.magic = GM_RP_HELLO_MAGIC, "bad welcome magic 0x48524d47");
-  WELCOME (w_.version = 2, "server speaks version 2, not 3");
-  WELCOME (w_.version = 4, "server speaks version 4, not 3");
+  WELCOME (w_.version = 2, "server speaks version 2, not 4");
+  WELCOME (w_.version = 3, "server speaks version 3, not 4");
+  WELCOME (w_.version = 5, "server speaks version 5, not 4");
   WELCOME (w_.instance = 0, "welcome: instance is 0");
   WELCOME (w_.reason[0] = '\n', "reason not printable and NUL-padded");
   WELCOME (w_.reason[47] = 'x', "reason not printable and NUL-padded");
@@ -786,9 +792,25 @@ test_versions (void)
   CHECK_EQ_U64 (w.instance, lim.instance);
   gm_rp_encode_welcome (&w, b);
   CHECK (b[4] == 2 && b[5] == 0);
-  /* ... and version 3 as 3. */
-  connect_pair (&cl, &sv, 4);
+  /* ... version 3 as 3, with no connection identity ... */
+  connect_version (&cl, &sv, 4, 3);
   CHECK_EQ_U64 (sv.lim.version, 3);
+  CHECK_EQ_U64 (sv.conn_id, 0);
+  /* ... and version 4 as 4, the client's identity read at offset 12
+   * (little-endian), 0 (none) too. */
+  connect_pair (&cl, &sv, 4);
+  CHECK_EQ_U64 (sv.lim.version, 4);
+  CHECK_EQ_U64 (sv.conn_id, 0);
+  gm_rp_conn_init (&cl, GM_RP_CLIENT);
+  cl.conn_id = 0x8877665544332211ull;
+  CHECK (gm_rp_conn_hello (&cl, 4, 1 * M, &h, why, sizeof why) == 0);
+  CHECK_EQ_U64 (h.conn_id, 0x8877665544332211ull);
+  gm_rp_encode_hello (&h, b);
+  CHECK (b[12] == 0x11 && b[19] == 0x88 && b[20] == 0);
+  gm_rp_conn_init (&sv, GM_RP_SERVER);
+  CHECK (gm_rp_conn_accept_hello (&sv, b, GM_RP_HELLO_SIZE, &lim, &w,
+                                  why, sizeof why) == 0);
+  CHECK_EQ_U64 (sv.conn_id, 0x8877665544332211ull);
   /* A version 2 pair works as before. */
   connect_version (&cl, &sv, 4, 2);
   r = req (GM_RP_READ, 1, 0, 4096);
@@ -805,10 +827,10 @@ test_versions (void)
   gm_rp_encode_hello (&h, b);
   gm_rp_conn_init (&sv, GM_RP_SERVER);
   CHECK (gm_rp_conn_accept_hello (&sv, b, 32, &lim, &w, why, sizeof why) == 0);
-  w.version = 3;
+  w.version = 4;
   gm_rp_encode_welcome (&w, b);
   CHECK (gm_rp_conn_take_welcome (&cl, b, GM_RP_WELCOME_SIZE, why, sizeof why) == -1);
-  CHECK_WHY ("server speaks version 3, not 2");
+  CHECK_WHY ("server speaks version 4, not 2");
   CHECK (cl.state == GM_RP_FAILED);
   /* A refusal says the server's own version: an older client still
    * reads its error and reason.
@@ -872,7 +894,7 @@ test_goodbye (void)
   CHECK_EQ_U64 (gm_rp_conn_credits_free (&sv), 0);
   /* Nothing more on either side. */
   CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
-  CHECK_WHY ("no goodbye: server side, state gone, version 3");
+  CHECK_WHY ("no goodbye: server side, state gone, version 4");
   CHECK (sv.state == GM_RP_GONE);
   CHECK (take (&sv, req (GM_RP_READ, 1, 0, 4096)) == -1);
   CHECK_WHY ("request in state gone");
@@ -901,7 +923,7 @@ test_goodbye (void)
   connect_pair (&cl, &sv, 4);
   CHECK (take (&sv, req (GM_RP_READ, 1, 0, 4096)) == 0);
   CHECK (say_goodbye (&sv, true, b) == -1);
-  CHECK_WHY ("no goodbye: server side, state ready, version 3, "
+  CHECK_WHY ("no goodbye: server side, state ready, version 4, "
              "1 requests in flight");
   CHECK (sv.state == GM_RP_READY);
   CHECK (gm_rp_conn_request_end (&sv, 1, NULL, why, sizeof why) == 0);
@@ -960,7 +982,7 @@ test_goodbye (void)
    */
   connect_pair (&cl, &sv, 4);
   CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);
-  CHECK_WHY ("no goodbye: client side, state ready, version 3");
+  CHECK_WHY ("no goodbye: client side, state ready, version 4");
   CHECK (cl.state == GM_RP_READY);
   gm_rp_conn_init (&cl, GM_RP_CLIENT);
   CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);

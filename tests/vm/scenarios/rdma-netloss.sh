@@ -11,6 +11,8 @@
 # counts its unflushed writes lost) failed those FLUSHes with EIO, and
 # an ext4 journal on nbd-client would have aborted.  rdma-durability
 # checks the other side: a restarted server makes the next FLUSH fail.
+# Then a write held in the server's storage while the network fails: it
+# lands before the ZERO the bridge sends over it after reconnecting.
 # Why netem and not 'ip link set down': on 7.3.4 a soft-RoCE port that
 # goes down leaves its QP1 (the CM's queue pair) in the error state for
 # good once a CM message fails to go out, and that device never makes
@@ -18,7 +20,7 @@
 # ERR); real NICs do not do that.
 # lab-disks: virtio:32M
 # lab-kernel: trixie-backports
-# lab-timeout: 500
+# lab-timeout: 700
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk sch_netem
 rxe_pair netns
@@ -43,9 +45,9 @@ loss() {
 step "32 writes acknowledged into the server's cache, an idle second connection"
 rm -f "$LAB_RUN/written" "$LAB_RUN/lossy" "$LAB_RUN/failed" "$LAB_RUN/healed"
 python3 - /dev/vda "$br_uri" "$LAB_RUN" <<'PY' &
-import os, random, select, sys, time, nbd
+import os, random, sys, time, nbd
 sys.path.insert(0, os.environ["LAB_REPO"] + "/tests/vm/guest")
-import ondisk
+import nbdaio, ondisk
 disk, uri, run = sys.argv[1:]
 SZ = 64 << 10
 
@@ -72,23 +74,10 @@ wait_file("lossy", "the network to fail", 60)
 # 16 writes into the dead network: each must end with an error.
 t0 = time.monotonic()
 cookies = [h.aio_pwrite(data[32 + i], (32 + i) * SZ) for i in range(16)]
-ok = failed = 0
-while cookies and time.monotonic() - t0 < 300:
-    d = h.aio_get_direction()
-    r, w, _ = select.select([h.aio_get_fd()] if d & nbd.AIO_DIRECTION_READ else [],
-                            [h.aio_get_fd()] if d & nbd.AIO_DIRECTION_WRITE else [],
-                            [], 1.0)
-    if r: h.aio_notify_read()
-    if w: h.aio_notify_write()
-    for c in list(cookies):
-        try:
-            if h.aio_command_completed(c):
-                cookies.remove(c); ok += 1
-        except nbd.Error as e:
-            cookies.remove(c); failed += 1
-if cookies:
+ok, failed, left = nbdaio.settle(h, cookies, 300)
+if left:
     sys.exit("%d writes into the dead network still unanswered after 300 s"
-             % len(cookies))
+             % left)
 print("writes into the dead network: %d failed, %d succeeded, the last "
       "after %.0f s" % (failed, ok, time.monotonic() - t0))
 if failed == 0:
@@ -132,4 +121,84 @@ echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br.stats")"
 [ "$(rdma_counter br.stats lost_write_flushes)" = 0 ] ||
     fail "the bridge failed a FLUSH for writes the server still held"
 counter_above br_reconnects "$(rdma_counter br.stats reconnects)" 0 "the broken connection reconnected"
+
+step "a write held in the server's storage when the network fails lands before a later write over it"
+# The server sends nothing while the write sleeps in nbdkit's delay
+# filter, so it learns of the failure only from the bridge's disconnect
+# request (a CM DREQ), which the bridge sends when it reconnects; here
+# that one is lost (dropped on the way: `dreq on`), so the server still
+# holds the old connection when the new one comes.  The bridge fails
+# the write (its probe unanswered for 5 s: -D gmblock-rdma.silence_s=5)
+# and, once the network is back, reconnects naming the connection again
+# (protocol version 4): the server drops the old one and holds the ZERO
+# over the old write until it has landed.  A second old write,
+# overlapped by nothing, proves they land.
+load sch_prio cls_u32 act_gact
+# dreq on|off: the client's CM disconnect requests dropped on their way
+# to the server, nothing else: RoCEv2 (UDP 4791), the MAD's attribute
+# (offset 64 in the IP packet: IP 20, UDP 8, BTH 12, DETH 8, then the
+# MAD header's attribute ID at 16) DREQ, 0x0015.
+dreq() {
+    if [ "$1" = on ]; then
+        must ip netns exec gmcl tc qdisc add dev gmr1 root handle 1: prio
+        must ip netns exec gmcl tc filter add dev gmr1 parent 1: protocol ip \
+            prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff \
+            match u16 0x0015 0xffff at 64 action drop
+    else
+        must ip netns exec gmcl tc qdisc del dev gmr1 root
+    fi
+}
+serve srv2 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- \
+    rdma=10.77.0.1 delay-write=40 rdma-stats="$LAB_OUT/srv2.rdma-stats"
+bridge br2 10.77.0.1 -D gmblock-rdma.silence_s=5
+rm -f "$LAB_RUN/zsent" "$LAB_RUN/zfailed" "$LAB_RUN/zhealed"
+t0=$(date +%s)
+python3 - "nbd+unix:///?socket=$LAB_RUN/br2.sock" "$LAB_RUN" <<'PY' &
+import os, sys, time, nbd
+sys.path.insert(0, os.environ["LAB_REPO"] + "/tests/vm/guest")
+import nbdaio
+uri, run = sys.argv[1:]
+h = nbd.NBD(); h.connect_uri(uri)
+cookies = [h.aio_pwrite(b"\xaa" * 65536, off) for off in (0, 1 << 20)]
+open(run + "/zsent", "w").close()
+t0 = time.monotonic()
+ok, failed, left = nbdaio.settle(h, cookies, 60)
+if ok:
+    sys.exit("a write into the dead network succeeded")
+if left:
+    sys.exit("writes into the dead network still unanswered after 60 s")
+print("both writes failed after %.0f s" % (time.monotonic() - t0))
+open(run + "/zfailed", "w").close()
+for _ in range(1500):
+    if os.path.exists(run + "/zhealed"):
+        break
+    time.sleep(0.1)
+t = time.monotonic()
+try:
+    h.zero(65536, 0)
+except nbd.Error as e:
+    sys.exit("the ZERO after the network came back failed: %s" % e)
+print("the ZERO over the failed write took %.0f s" % (time.monotonic() - t))
+PY
+py=$!
+await_file "$LAB_RUN/zsent" $py 60 "the writes were not sent"
+sleep 2
+loss on
+for i in $(seq 700); do [ -e "$LAB_RUN/zfailed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
+loss off
+dreq on
+touch "$LAB_RUN/zhealed"
+wait $py || { dreq off; fail "see above"; }
+dreq off
+# Both old writes land 40 s after they were sent.
+while [ $(($(date +%s) - t0)) -lt 46 ]; do sleep 1; done
+stop br2
+stop srv2
+[ "$(dd if=/dev/vda bs=64K count=1 iflag=direct status=none | tr -d '\0' | wc -c)" = 0 ] ||
+    fail "the write that failed in the dead network landed over the later ZERO"
+[ "$(dd if=/dev/vda bs=64K skip=16 count=1 iflag=direct status=none | tr -d '\252' | wc -c)" = 0 ] ||
+    fail "the old write at 1M never landed: nothing was tested"
+echo "server: $(grep -E 'clients_replaced|fence_waits' "$LAB_OUT/srv2.rdma-stats" | tr '\n' ' ')"
+counter_above clients_replaced "$(rdma_counter srv2.rdma-stats clients_replaced)" 0 "the reconnect replaced the connection the server still held"
+counter_above fence_waits "$(rdma_counter srv2.rdma-stats fence_waits)" 0 "the ZERO waited for the old write"
 echo "rdma-netloss: all checks passed"
