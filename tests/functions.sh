@@ -13,12 +13,17 @@ T=$(mktemp -d /var/tmp/gmblock-test.XXXXXX)
 _servers=() _mounts=() _loops=() _pids=()
 
 cleanup () {
-    local rc=$?
+    local rc=$? stop_failed=
     set +e
+    # A server that fails its stop here (a crash, a sanitizer report)
+    # fails the test, but must not end this trap: the servers after it
+    # would keep running and $T would stay.
+    fail () { echo "FAIL: $*" >&2; stop_failed=1; return 1; }
     for m in "${_mounts[@]}"; do umount -l "$m" 2>/dev/null; done
     for l in "${_loops[@]}"; do losetup -d "$l" 2>/dev/null; done
     for p in "${_pids[@]}"; do kill "$p" 2>/dev/null; done
-    for s in "${_servers[@]}"; do stop_server "$s" 2>/dev/null; done
+    for s in "${_servers[@]}"; do stop_server "$s"; done
+    [[ -z $stop_failed || ( $rc != 0 && $rc != 77 ) ]] || rc=1
     [[ -n ${KEEP_TMP:-} ]] || rm -rf "$T"
     exit $rc
 }
