@@ -591,7 +591,8 @@ bridge() {
 
 # await_file FILE PID SECONDS WHAT: wait until FILE exists (a
 # background job PID signals a step so); if the job ends first or
-# SECONDS pass, reap it and fail with WHAT.
+# SECONDS pass, reap it (killed if it still runs: a plain wait would
+# hang until the guest's time limit) and fail with WHAT.
 await_file() {
     local i
     for i in $(seq $(($3 * 10))); do
@@ -599,7 +600,7 @@ await_file() {
         kill -0 "$2" 2>/dev/null || break
         sleep 0.1
     done
-    [ -e "$1" ] || { wait "$2"; fail "$4"; }
+    [ -e "$1" ] || { kill "$2" 2>/dev/null; wait "$2"; fail "$4"; }
 }
 
 # rdma_counter NAME COUNTER: a counter of the gmblock-rdma filter or

@@ -110,7 +110,7 @@ step "the network drops every packet both ways (netem loss 100%)"
 loss on
 touch "$LAB_RUN/lossy"
 for i in $(seq 3500); do [ -e "$LAB_RUN/failed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
-[ -e "$LAB_RUN/failed" ] || { loss off; wait $py; fail "the writes into the dead network did not all end"; }
+[ -e "$LAB_RUN/failed" ] || { loss off; kill $py 2>/dev/null; wait $py; fail "the writes into the dead network did not all end"; }
 step "the network heals"
 loss off
 touch "$LAB_RUN/healed"
