@@ -97,8 +97,9 @@ await_exit () {
 }
 
 # Stop a server (SIGTERM: nbdkit unloads, which writes stats files),
-# wait for it (10 s at most: a hang fails), and fail if a sanitizer or
-# nbdkit reported a crash.  Sets server_rc to its exit status.
+# wait for it (10 s at most: a hang fails), and fail if it crashed (died
+# of a signal) or a sanitizer or nbdkit reported one.  Sets server_rc
+# to its exit status.
 stop_server () {
     local name=$1 pid
     pid=$(server_pid "$name")
@@ -112,6 +113,13 @@ stop_server () {
     if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer|Segmentation fault|assertion' "$T/$name.log"; then
         cat "$T/$name.log" >&2
         fail "server $name crashed or a sanitizer reported an error"
+    fi
+    # nbdkit exits on SIGTERM: ended by a signal, it crashed (a module's
+    # .close or .unload), which its own log never says.  A test that
+    # kills a server itself reaps it and clears _pid_NAME.
+    if [[ $server_rc -gt 128 ]]; then
+        cat "$T/$name.log" >&2
+        fail "server $name died of signal $((server_rc - 128)) (exit $server_rc)"
     fi
 }
 
