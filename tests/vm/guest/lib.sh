@@ -144,9 +144,11 @@ counter_above() {
 
 # stop NAME [SIGNAL]: stop a server started by serve and wait for it.
 # nbdkit does not exit on SIGTERM while a client stays connected: detach
-# first. A server that still lingers after 30 s fails the scenario.
+# first. A server that still lingers after 30 s fails the scenario, and
+# so does one that died of another signal than SIGNAL: a crash (in a
+# module's .close or .unload, or earlier), which no log of its own says.
 stop() {
-    local pid i
+    local pid i rc=0
     pid=$(server_pid "$1") || return 0
     kill -"${2:-TERM}" "$pid" 2>/dev/null
     for i in $(seq 300); do
@@ -157,8 +159,11 @@ stop() {
         kill -KILL "$pid"
         fail "server $1 did not exit within 30 s of SIG${2:-TERM}"
     fi
-    wait "$pid" 2>/dev/null
+    wait "$pid" 2>/dev/null || rc=$?
     rm -f "$LAB_RUN/$1.pid"
+    if [ "$rc" -gt 128 ] && [ "$rc" != $((128 + $(kill -l "${2:-TERM}"))) ]; then
+        fail "server $1 died of signal $((rc - 128)) (exit $rc; see $1.nbdkit.log)"
+    fi
 }
 
 # attach DEV WHERE [nbd-client options...]: the kernel NBD client.
