@@ -186,7 +186,7 @@ m_qemu() {
 port=18515
 link_mib=${LAB_BENCH_LINK_MIB:-64}
 m_link() {
-    local r=$1 wl=$2 rw=$3 bs=$4 qd=$5 n=link-$2-$1 tool args s0 s1 spid i l f
+    local r=$1 wl=$2 rw=$3 bs=$4 qd=$5 n=link-$2-$1 tool args s0 s1 spid i l f ok=
     port=$((port + 1))
     if [ "$rw" = randread ] && [ "$qd" = 1 ]; then
         tool=ib_read_lat args=(-n 2000)
@@ -199,10 +199,12 @@ m_link() {
     s0=$(snap "" "")
     for i in $(seq 20); do
         sleep 0.5
-        $tool -d rxe0 -s "$bs" -p "$port" "${args[@]}" "$addr" >"$LAB_OUT/$n.log" 2>&1 && break
+        $tool -d rxe0 -s "$bs" -p "$port" "${args[@]}" "$addr" >"$LAB_OUT/$n.log" 2>&1 && { ok=1; break; }
         kill -0 "$spid" 2>/dev/null || break
     done
     s1=$(snap "" "")
+    # A server no client reached waits for one for ever.
+    [ -n "$ok" ] || kill "$spid" 2>/dev/null
     wait "$spid" || fail "$tool server failed (see $n.server.log, $n.log)"
     # the result line starts with the message size
     while read -ra f; do [ "${f[0]:-}" = "$bs" ] && [ ${#f[@]} -ge 5 ] && l=("${f[@]}"); done <"$LAB_OUT/$n.log"
