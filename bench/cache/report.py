@@ -34,7 +34,7 @@ p = out.append
 p("# gmblock-cache benchmark results\n")
 p(f"Command: `{cmdline}` (as root, from the repository root)  ")
 p(f"Date: {datetime.datetime.now().isoformat(timespec='minutes')}, host {platform.node()}, "
-  f"{runs} run(s) per peer, interleaved; every figure is the median.  ")
+  f"{runs} run(s) per peer, interleaved (the first peer rotating with the run); every figure is the median.  ")
 p(f"Load average (1/5/15 min) at start: {load0}; at end: {load1}.  ")
 p("Export: a 2 GiB file of random data on the root ext4 disk (virtio-blk); "
   "servers on Unix sockets; fio 3.33 nbd engine.\n")
