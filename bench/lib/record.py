@@ -10,7 +10,8 @@ def brief():
     r = json.loads(sys.stdin.read())
     parts = [f"{r['target']:5} {r['workload']:5} {r['server']:14} #{r['rep']}"]
     if r.get("iops") is not None:
-        parts.append(f"{r['iops']:9.0f} IOPS p99 {r['p99_us']:7.0f} us")
+        p99 = r["p99_us"]
+        parts.append(f"{r['iops']:9.0f} IOPS p99 " + (f"{p99:7.0f} us" if p99 is not None else "    n/a"))
     parts.append(f"{r['mib_s']:7.0f} MiB/s")
     if r.get("cpu_s_per_gib") is not None:
         parts.append(f"cpu {r['cpu_s_per_gib']:.2f} s/GiB")
@@ -72,9 +73,10 @@ def main():
         r["iops"] = iops
         r["mib_s"] = bw / MIB
         if main_op:
+            # A percentile fio did not report is not measured (not 0 us).
             pct = main_op["clat_ns"].get("percentile", {})
-            r["p99_us"] = pct.get("99.000000", 0) / 1000
-            r["p50_us"] = pct.get("50.000000", 0) / 1000
+            r["p99_us"] = pct["99.000000"] / 1000 if "99.000000" in pct else None
+            r["p50_us"] = pct["50.000000"] / 1000 if "50.000000" in pct else None
         r["fio_errors"] = j.get("error", 0)
     else:
         r["bytes"] = a.size
@@ -85,12 +87,13 @@ def main():
     r["copies_per_byte"] = None
     if st:
         r["stats"] = st
+        # Both counters or no figure: a missing (renamed) memcpy counter
+        # would read as 0 copies per byte, the claim this column checks.
         if a.workload in ("rw32", "sw1m"):
-            wb = st.get("write_bytes", 0)
-            r["copies_per_byte"] = st.get("memcpy_write_bytes", 0) / wb if wb else None
+            cp, n = st.get("memcpy_write_bytes"), st.get("write_bytes")
         else:
-            sb = st.get("served_bytes", 0)
-            r["copies_per_byte"] = st.get("memcpy_read_bytes", 0) / sb if sb else None
+            cp, n = st.get("memcpy_read_bytes"), st.get("served_bytes")
+        r["copies_per_byte"] = cp / n if cp is not None and n else None
 
     r["cache_growth"] = None
     if a.cached0 and a.cached1:
