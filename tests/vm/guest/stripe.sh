@@ -139,6 +139,6 @@ small_put() {
 small_check() {
     local bad
     step "verify $(wc -l <"$LAB_RUN/small.md5") files under $1"
-    bad=$(cd "$1" && md5sum -c --quiet "$LAB_RUN/small.md5" 2>&1 | head -n 3)
+    bad=$(cd "$1" 2>&1 && md5sum -c --quiet "$LAB_RUN/small.md5" 2>&1 | head -n 3)
     [ -z "$bad" ] || fail "checksum mismatch under $1: $(echo $bad)"
 }

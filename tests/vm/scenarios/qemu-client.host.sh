@@ -59,7 +59,7 @@ os.pwrite(fd, bytes([os.pread(fd, 1, off)[0] ^ 0xff]), off)' "$d/served.img" $((
     rm -rf "$d/extract"
     mkdir "$d/extract"
     debugfs -R "rdump / $d/extract" "$d/readback.img" >/dev/null 2>&1
-    bad=$(cd "$d/extract" && md5sum -c --quiet "$MANIFEST" 2>&1 | grep -v WARNING | head -n 3)
+    bad=$(cd "$d/extract" 2>&1 && md5sum -c --quiet "$MANIFEST" 2>&1 | grep -v WARNING | head -n 3)
     bad=$(echo $bad)
     [ -z "$bad" ] || host_fail "$d" "checksum mismatch in the image: $bad" || return 1
     echo "all $(wc -l <"$MANIFEST") files match in the image"
