@@ -107,17 +107,23 @@ wait_children () {
 }
 
 stop_server () {   # stop_server PID
-    local p=$1 i
+    local p=$1 i rc=0 killed=
     kill -TERM "$p" 2>/dev/null || true
     for i in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.05; done
     if kill -0 "$p" 2>/dev/null; then
         log "server $p did not stop on SIGTERM; killing"
         kill -KILL "$p" 2>/dev/null || true
+        killed=1
     fi
-    wait "$p" 2>/dev/null || true
+    wait "$p" 2>/dev/null || rc=$?
     local keep=() q
     for q in "${server_pids[@]}"; do [[ $q == "$p" ]] || keep+=("$q"); done
     server_pids=("${keep[@]}")
+    # Dead of another signal than ours, it crashed (during the run or at
+    # exit, before its stats file): no measurement to keep.
+    if [[ -z $killed && $rc -gt 128 && $rc != 143 ]]; then
+        die "server $p died of signal $((rc - 128)) (see ${serr:-its log})"
+    fi
 }
 
 # For cleanup traps: SIGTERM every server still running, SIGKILL what is
