@@ -16,12 +16,24 @@ host_serve() {
     return 1
 }
 
+# host_stop DIR: stop the server; on failure return 1 with the reason in
+# host_stop_err. Bounded: a server that hangs at exit must fail the
+# scenario, not hang the lab (LAB_BUDGET bounds only the guests); and one
+# that died of a signal crashed.
 host_stop() {
     [ -s "$1/gm.pid" ] || return 0
-    pid=$(cat "$1/gm.pid")
+    pid=$(cat "$1/gm.pid") rc=0 host_stop_err=
     kill "$pid" 2>/dev/null
-    while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+    for i in $(seq 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    if kill -0 "$pid" 2>/dev/null; then
+        kill -KILL "$pid"
+        host_stop_err="gmblock on the host did not exit within 30 s of SIGTERM"
+    fi
+    wait "$pid" 2>/dev/null || rc=$?
     rm -f "$1/gm.pid"
+    [ -n "$host_stop_err" ] || [ "$rc" -le 128 ] ||
+        host_stop_err="gmblock on the host died of signal $((rc - 128))"
+    [ -z "$host_stop_err" ]
 }
 
 host_fail() { echo "$2" >"$1/host.reason"; echo "FAIL: $2"; return 1; }
@@ -34,7 +46,7 @@ host_before() {
 
 host_after() {
     d=$1
-    host_stop "$d"
+    host_stop "$d" || host_fail "$d" "$host_stop_err" || return 1
     w=$(sed -n 's/^gmblock\.write_bytes //p' "$d/host-write.stats")
     echo "the guest wrote ${w:-?} bytes through gmblock"
     [ "${w:-0}" -gt 0 ] || host_fail "$d" "no writes reached gmblock" || return 1
@@ -53,7 +65,7 @@ os.pwrite(fd, bytes([os.pread(fd, 1, off)[0] ^ 0xff]), off)' "$d/served.img" $((
     host_serve "$d" host-read || return 1
     timeout 120 nbdcopy "nbd+unix:///?socket=$d/gm.sock" "$d/readback.img" ||
         host_fail "$d" "nbdcopy from gmblock failed" || return 1
-    host_stop "$d"
+    host_stop "$d" || host_fail "$d" "$host_stop_err" || return 1
     qemu-img compare -q -f raw -F raw "$d/served.img" "$d/readback.img" ||
         host_fail "$d" "what gmblock reads back differs from the image" || return 1
     rm -rf "$d/extract"
