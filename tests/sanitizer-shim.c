@@ -11,8 +11,16 @@
  * runs after that: a leak allocated by a module would be reported from
  * an "<unknown module>" with no way to tell which.  Keeping the modules
  * mapped costs nothing at exit and keeps their frames symbolized.
+ *
+ * With libtsan preloaded, a shell crashes at start (SIGSEGV in its
+ * start-up), so nbdkit's --run command could never run: under TSan the
+ * preload is taken out of nbdkit's environment once nbdkit has it, and
+ * its children start clean (a ./nbdkit they start preloads again, from
+ * GMBLOCK_PRELOAD).
  */
+#include <dlfcn.h>
 #include <locale.h>
+#include <stdlib.h>
 
 __attribute__((visibility ("default"))) void
 freelocale (locale_t loc)
@@ -25,4 +33,11 @@ dlclose (void *handle)
 {
   (void) handle;
   return 0;
+}
+
+__attribute__((constructor)) static void
+unpreload_children (void)
+{
+  if (dlsym (RTLD_DEFAULT, "__tsan_init") != NULL)
+    unsetenv ("LD_PRELOAD");
 }
