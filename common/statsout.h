@@ -89,6 +89,8 @@ int gm_stats_ready (struct gm_stats_out *s);
 
 /* From .after_fork: write the first file (all zeros), then start the
  * interval writer and the SIGUSR1 summary when they are asked for.
+ * Call it last, once everything print_derived reads without a lock is
+ * set: the thread's creation is what publishes it to the thread.
  * Returns 0 or -1 (reported).
  */
 int gm_stats_start (struct gm_stats_out *s);

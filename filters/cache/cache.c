@@ -253,12 +253,10 @@ cache_get_ready (int thread_model)
 }
 
 static int
-cache_after_fork (nbdkit_backend *backend)
+cache_setup (nbdkit_backend *backend)
 {
   char err[256], a[32], b[32];
 
-  if (gm_stats_start (&cstats_out) == -1)
-    return -1;
   if (cfg.mode == MODE_BYPASS)
     return 0;
   if (lower_open (backend) == -1)
@@ -322,6 +320,17 @@ cache_after_fork (nbdkit_backend *backend)
                 tbl.nshards, tbl.pool->mem.backing,
                 (unsigned long long) lower.size);
   return 0;
+}
+
+static int
+cache_after_fork (nbdkit_backend *backend)
+{
+  /* The statistics thread last: it prints the table's geometry (tbl,
+   * swb) without a lock, and its pthread_create is what publishes them.
+   */
+  if (cache_setup (backend) == -1)
+    return -1;
+  return gm_stats_start (&cstats_out);
 }
 
 /* Dirty blocks that could not be written back at shutdown: nbdkit must

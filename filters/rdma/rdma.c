@@ -740,8 +740,6 @@ rdma_after_fork (nbdkit_backend *b)
   char why[256];
 
   backend = b;
-  if (gm_stats_start (&gm_rdma_stats_out) == -1)
-    return -1;
   while (instance == 0)
     if (getrandom (&instance, sizeof instance, 0) != sizeof instance) {
       nbdkit_error (NAME ": getrandom: %m");
@@ -772,6 +770,11 @@ rdma_after_fork (nbdkit_backend *b)
     goto fail;
   }
   listener_started = true;
+  /* The statistics thread after the pools: its refresh reads
+   * gm_rdma_pool and send_pool, which its pthread_create publishes.
+   */
+  if (gm_stats_start (&gm_rdma_stats_out) == -1)
+    goto fail;
   nbdkit_debug (NAME ": listening on %s:%s (device %s), pool %zu bytes of %s, "
                 "%u workers per client, pieces of %u bytes (%s)%s",
                 listen_addr.host, listen_addr.port,

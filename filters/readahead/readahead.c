@@ -141,14 +141,19 @@ ra_after_fork (nbdkit_backend *backend)
 {
   int r;
 
-  if (gm_stats_start (&rstats_out) == -1)
+  if (!disabled) {
+    r = prefetch_start (backend);
+    if (r == -1)
+      return -1;
+    ra_active = r == 1;
+  }
+  /* The statistics thread last: it prints ra_active, which
+   * its pthread_create publishes.
+   */
+  if (gm_stats_start (&rstats_out) == -1) {
+    prefetch_stop ();
     return -1;
-  if (disabled)
-    return 0;
-  r = prefetch_start (backend);
-  if (r == -1)
-    return -1;
-  ra_active = r == 1;
+  }
   return 0;
 }
 
