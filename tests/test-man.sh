@@ -132,7 +132,7 @@ done
 # The counters of the RDMA modules need an RDMA device: the lab runs them.
 
 # make install puts the pages where man -M finds them.
-make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} install DESTDIR="$T/root" >"$T/install.log" 2>&1 ||
+make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} ${GMBLOCK_TSAN:+TSAN=1} install DESTDIR="$T/root" >"$T/install.log" 2>&1 ||
     fail "make install: $(cat "$T/install.log")"
 n=0
 for p in "$mandir"/*.1; do
@@ -147,7 +147,7 @@ info "make install: $n pages found by man -M"
 # Without nbdkit's directories (pkg-config without nbdkit-plugin-dev)
 # make install stops with the reason, instead of putting the modules
 # into DESTDIR's root.
-if make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} install DESTDIR="$T/root2" \
+if make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} ${GMBLOCK_TSAN:+TSAN=1} install DESTDIR="$T/root2" \
         PLUGINDIR= FILTERDIR= >"$T/install2.log" 2>&1; then
     fail "make install with no plugindir succeeded: $(cd "$T/root2" && find . -maxdepth 1 -name '*.so')"
 fi

@@ -18,7 +18,7 @@ exec_of=$top/tests/systemd-exec.py
 # verify accepts the installed ones (any warning fails), and the man
 # pages of their Documentation= exist, in the build's man/ or the
 # system's (man -w: verify's own check renders each, which is slow).
-make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} install DESTDIR="$T/root" >"$T/install.log" 2>&1 ||
+make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} ${GMBLOCK_TSAN:+TSAN=1} install DESTDIR="$T/root" >"$T/install.log" 2>&1 ||
     fail "make install: $(cat "$T/install.log")"
 udir=$T/root/usr/local/lib/systemd/system
 for f in gmblock@.service gmblock@.socket; do
@@ -139,7 +139,7 @@ info "SIGTERM: nbdkit exited 0"
 # exec while it serves a write and a read, makes only the calls that the
 # unit's filter allows (its groups expanded by systemd-analyze) and
 # opens sockets only of the families the unit allows.  Not in the
-# sanitizer run, whose runtimes make calls of their own.
+# sanitizer or TSan runs, whose runtimes make calls of their own.
 # filter_calls WORD...: the system calls a SystemCallFilter= list allows.
 filter_calls () {
     local w
@@ -156,7 +156,7 @@ filter_calls () {
 # unit_value KEY: the value of KEY= in the service unit.
 unit_value () { sed -n "s/^$1=//p" "$units/gmblock@.service"; }
 
-if [[ -z ${GMBLOCK_SANITIZE:-} ]]; then
+if [[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]]; then
     require strace
     words=$(unit_value SystemCallFilter)
     [[ -n $words && $words != "~"* ]] || fail "no allow-list SystemCallFilter= in the unit"
