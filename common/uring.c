@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -56,9 +57,47 @@ gm_uring_init (struct gm_uring *u, unsigned entries, unsigned want)
   return 0;
 }
 
+#ifdef __SANITIZE_THREAD__
+void __tsan_ignore_thread_begin (void);
+void __tsan_ignore_thread_end (void);
+
+static void
+tsan_forget (void *p, size_t len)
+{
+  if (p && len)
+    (void) mmap (p, len, PROT_READ | PROT_WRITE,
+                 MAP_FIXED | MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+}
+
+/* liburing maps and unmaps a ring with raw system calls, which
+ * ThreadSanitizer does not see: the next ring mapped at the same
+ * address (another nbdkit thread's, plugins/gmblock/engine.c) kept this
+ * one's access history, and its owner's SQE and CQ accesses were
+ * reported as races with a thread long gone.  So the ring's mappings
+ * are first replaced through the intercepted mmap, with this thread's
+ * accesses ignored, which TSan takes for new memory without history;
+ * liburing then unmaps them as before.
+ */
+static void
+tsan_forget_ring (struct io_uring *r)
+{
+  size_t sqe = sizeof (struct io_uring_sqe) << !!(r->flags & IORING_SETUP_SQE128);
+
+  __tsan_ignore_thread_begin ();
+  tsan_forget (r->sq.sqes, r->sq.ring_entries * sqe);
+  if (r->cq.ring_ptr != r->sq.ring_ptr)
+    tsan_forget (r->cq.ring_ptr, r->cq.ring_sz);
+  tsan_forget (r->sq.ring_ptr, r->sq.ring_sz);
+  __tsan_ignore_thread_end ();
+}
+#else
+#define tsan_forget_ring(r) ((void) 0)
+#endif
+
 void
 gm_uring_exit (struct gm_uring *u)
 {
+  tsan_forget_ring (&u->ring);
   io_uring_queue_exit (&u->ring);
   u->fixed_base = NULL;
 }
