@@ -10,6 +10,10 @@
  *   bad-op       opcode 9: drops the client
  *   bad-reserved a request with its reserved byte set: drops the client
  *   bad-rkey     a READ whose rkey is not ours: drops the client
+ *   bad-rkey-write  a 1M WRITE at 0 whose rkey is not ours: drops the
+ *                client, and writes nothing (the scenario reads the disk
+ *                back: its RDMA READ failed, the pool buffer holds no
+ *                data of ours)
  *   past-end     a READ past the end of the export: error reply EINVAL,
  *                and then a valid READ on the same connection succeeds
  *   full         connect to a server already serving rdma-max-clients
@@ -278,6 +282,13 @@ main (int argc, char **argv)
     return expect_drop (c);
   }
   if (strcmp (c, "bad-rkey") == 0) {
+    r.rkey ^= 0x5a5a00;
+    gm_rp_encode_request (&r, mem);
+    return expect_drop (c);
+  }
+  if (strcmp (c, "bad-rkey-write") == 0) {
+    r = read_req (1, 0, BUF);
+    r.op = GM_RP_WRITE;
     r.rkey ^= 0x5a5a00;
     gm_rp_encode_request (&r, mem);
     return expect_drop (c);

@@ -1,8 +1,9 @@
 # Misbehaving RDMA clients (issue 10): while the kernel NBD client holds
 # a connection through the gmblock-rdma bridge, tests/rdma-badclient
 # sends a bad hello, a short SEND, an unknown opcode, a nonzero reserved
-# byte, a READ with a foreign rkey, a READ from a client that posts no
-# receive for its reply (each must drop that client only) and a READ
+# byte, a READ with a foreign rkey, a WRITE with a foreign rkey (which
+# must write nothing: its data never came), a READ from a client that
+# posts no receive for its reply (each must drop that client only) and a READ
 # past the end (an EINVAL reply, the connection lives on).  A server
 # at rdma-max-clients=1 refuses a second client with ENOSPC, and takes
 # one again once the first has left; a client that goes silent while
@@ -21,11 +22,13 @@ serve srv 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1 rdma-stats="$LA
 bridge br 10.77.0.1
 must nbdcopy "$LAB_RUN/a.img" "nbd+unix:///?socket=$LAB_RUN/br.sock"
 attach /dev/nbd0 "$LAB_RUN/br.sock"
-for c in bad-hello short-send bad-op bad-reserved bad-rkey past-end no-receive; do
+for c in bad-hello short-send bad-op bad-reserved bad-rkey bad-rkey-write past-end no-receive; do
     step "rdma-badclient $c"
     timeout 60 "$bad" 10.77.0.1 10810 "$c" || fail "rdma-badclient $c: the server did not behave"
 done
 kill -0 "$(server_pid srv)" || fail "the server died"
+# bad-rkey-write's 1M at 0 is in this read: a server that wrote its
+# pool buffer there when the RDMA READ of the data failed is caught.
 step "the attached client still reads the image"
 drop_caches /dev/nbd0
 must dd if=/dev/nbd0 of="$LAB_RUN/out.img" bs=1M count=32 iflag=direct status=none
@@ -84,6 +87,10 @@ stop brs
 kill $stall 2>/dev/null; wait $stall 2>/dev/null
 cat "$LAB_OUT/stall.out"
 stop stall
+# Its data never came: whatever the pool buffer held is not written.
+must dd if=/dev/vda of="$LAB_RUN/head.img" bs=1M count=1 iflag=direct status=none
+cmp -n $((1 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/head.img" ||
+    fail "the silent client's WRITE, whose data never came, changed the disk"
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv.rdma-stats")"
 counter_above protocol_errors "$(rdma_counter srv.rdma-stats protocol_errors)" 3 "bad hello, short SEND, bad opcode, reserved byte"
 counter_above clients_dropped "$(rdma_counter srv.rdma-stats clients_dropped)" 4 "short SEND, bad opcode, reserved byte, foreign rkey, no receive"
