@@ -103,9 +103,12 @@ awk '$1 == 0 && $2 == 10485760 && $3 == 3 { h = 1 } $1 == 10485760 && $2 == 1048
 # A wrong rdma= address, or an RDMA port another server holds, is told
 # before nbdkit daemonises: exit status 1 and the reason on stderr (the
 # listener binds only after the fork, where a daemon could say it only
-# to syslog after its parent had exited 0).
-for bad in "10.77.0.99 cannot bind: Cannot assign requested address" \
-           "10.77.0.1 cannot bind: Address already in use"; do
+# to syslog after its parent had exited 0).  A wildcard binds, but to
+# no device: the listener would have no verbs context to serve with.
+# Another port for it: a wildcard's bind conflicts with srv3's too.
+for bad in "10.77.0.99:10810 cannot bind: Cannot assign requested address" \
+           "10.77.0.1:10810 cannot bind: Address already in use" \
+           "0.0.0.0:10899 the address belongs to no RDMA device"; do
     step "a daemon with rdma=${bad%% *} is refused before it forks"
     rc=0
     "$LAB_REPO/nbdkit" -P "$LAB_RUN/bad.pid" -U "$LAB_RUN/bad.sock" --filter=gmblock-rdma \
@@ -116,7 +119,7 @@ for bad in "10.77.0.99 cannot bind: Cannot assign requested address" \
         fail "rdma=${bad%% *}: the daemon started (exit $rc)"
     fi
     [ $rc = 1 ] || fail "rdma=${bad%% *}: exit status $rc, not 1"
-    grep -q "gmblock-rdma: rdma=${bad%% *}:10810: ${bad#* }" "$LAB_OUT/bad-rdma.log" ||
+    grep -q "gmblock-rdma: rdma=${bad%% *}: ${bad#* }" "$LAB_OUT/bad-rdma.log" ||
         fail "rdma=${bad%% *}: the reason is not on stderr"
 done
 stop br3
