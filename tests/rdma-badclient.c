@@ -22,6 +22,11 @@
  *                retries forever): the reply never completes, and the
  *                server drops the client (about 10 s) instead of holding
  *                its pool memory
+ *   deferred     one credit (one request slot on the server): READ 1's
+ *                reply cannot land (no receive posted yet, RNR) and
+ *                keeps the slot; READ 2, sent meanwhile, must wait for
+ *                it and then be served once we post receives: both
+ *                replies come, READ 2's without an error
  *   stall-rread  a valid 1M WRITE, asking for the longest ACK timeout
  *                (73 minutes a retry), then our QP silently in error (no
  *                DREQ), and we stay 60 s: the server's RDMA READ of the
@@ -36,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
@@ -132,6 +138,30 @@ await_reply (void)
   return 0;
 }
 
+/* A receive for one reply at mem + off (outside the data area). */
+static void
+post_recv_at (size_t off)
+{
+  struct ibv_sge sge = { .addr = (uintptr_t) mem + off, .length = 16,
+                         .lkey = mr->lkey };
+  struct ibv_recv_wr wr = { .sg_list = &sge, .num_sge = 1 }, *bad;
+  if (ibv_post_recv (id->qp, &wr, &bad))
+    die ("ibv_post_recv");
+}
+
+/* Send r from mem and wait for the SEND's completion (mem is free
+ * again).  0, or -1.
+ */
+static int
+send_request (const struct gm_rp_request *r)
+{
+  struct ibv_wc wc;
+  gm_rp_encode_request (r, mem);
+  send_raw (GM_RP_REQUEST_SIZE);
+  return gm_rdma_cq_wait (cq, cc, &wc, -1, 5000) == 1 &&
+    wc.status == IBV_WC_SUCCESS ? 0 : -1;
+}
+
 static struct gm_rp_request
 read_req (uint64_t handle, uint64_t offset, uint32_t len)
 {
@@ -215,7 +245,7 @@ main (int argc, char **argv)
     die ("rdma_create_qp");
   /* no-receive: never a receive for the reply, and RNR retries forever
    * (rnr_retry_count 7): the reply can never complete. */
-  if (strcmp (c, "no-receive") != 0)
+  if (strcmp (c, "no-receive") != 0 && strcmp (c, "deferred") != 0)
     post_recv ();
   gm_rp_conn_init (&rp, GM_RP_CLIENT);
   if (gm_rp_conn_hello (&rp, 1, BUF, &hello, why, sizeof why) == -1)
@@ -296,6 +326,40 @@ main (int argc, char **argv)
     r.rkey ^= 0x5a5a00;
     gm_rp_encode_request (&r, mem);
     return expect_drop (c);
+  }
+  if (strcmp (c, "deferred") == 0) {
+    /* The server ended READ 1 in the protocol when it posted its reply,
+     * so READ 2 is within our one credit; its slot is still taken
+     * until the reply completes, which our receives allow only after
+     * READ 2 has arrived (1 s each: the server must have taken it). */
+    struct gm_rp_request r2 = read_req (2, 4096, 4096);
+    struct gm_rp_reply rep2;
+    struct ibv_wc wc;
+    int got = 0;
+    if (send_request (&r) == -1) {
+      printf ("deferred: READ 1 was not sent\n");
+      return 1;
+    }
+    sleep (1);
+    if (send_request (&r2) == -1) {
+      printf ("deferred: READ 2 was not sent\n");
+      return 1;
+    }
+    sleep (1);
+    post_recv_at (48);
+    post_recv_at (2048);
+    while (got < 2 && gm_rdma_cq_wait (cq, cc, &wc, -1, 15000) == 1 &&
+           wc.status == IBV_WC_SUCCESS)
+      got++;
+    if (got < 2 ||
+        gm_rp_decode_reply (mem + 2048, 16, &rep2, why, sizeof why) == -1 ||
+        rep2.handle != 2 || rep2.error) {
+      printf ("deferred: %d of 2 replies within 15 s%s\n", got,
+              got == 2 ? ", the second not READ 2's success" : "");
+      return 1;
+    }
+    printf ("deferred: READ 2 waited for READ 1's slot and was served\n");
+    return 0;
   }
   if (strcmp (c, "stall-rread") == 0) {
     /* A valid 1M WRITE; once the server has its SEND (our send

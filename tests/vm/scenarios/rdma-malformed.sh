@@ -4,7 +4,9 @@
 # byte, a READ with a foreign rkey, a WRITE with a foreign rkey (which
 # must write nothing: its data never came), a READ from a client that
 # posts no receive for its reply (each must drop that client only) and a READ
-# past the end (an EINVAL reply, the connection lives on).  A server
+# past the end (an EINVAL reply, the connection lives on), and a READ
+# that finds the server's one request slot still held by a reply that
+# cannot land yet (it must wait for it, then be served).  A server
 # at rdma-max-clients=1 refuses a second client with ENOSPC, and takes
 # one again once the first has left; a client that goes silent while
 # its WRITE's data is fetched is dropped, and the pool is free again. The
@@ -22,7 +24,7 @@ serve srv 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1 rdma-stats="$LA
 bridge br 10.77.0.1
 must nbdcopy "$LAB_RUN/a.img" "nbd+unix:///?socket=$LAB_RUN/br.sock"
 attach /dev/nbd0 "$LAB_RUN/br.sock"
-for c in bad-hello short-send bad-op bad-reserved bad-rkey bad-rkey-write past-end no-receive; do
+for c in bad-hello short-send bad-op bad-reserved bad-rkey bad-rkey-write past-end deferred no-receive; do
     step "rdma-badclient $c"
     timeout 60 "$bad" 10.77.0.1 10810 "$c" || fail "rdma-badclient $c: the server did not behave"
 done
