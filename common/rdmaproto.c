@@ -5,6 +5,7 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "rdmaproto.h"
 #include "sizes.h"
@@ -444,6 +445,16 @@ static const char *const state_names[] = {
   [GM_RP_READY] = "ready", [GM_RP_CLOSING] = "closing",
   [GM_RP_GONE] = "gone", [GM_RP_FAILED] = "failed",
 };
+
+int
+gm_rp_random_id (uint64_t *id)
+{
+  *id = 0;
+  while (*id == 0)
+    if (getrandom (id, sizeof *id, 0) != sizeof *id)
+      return -1;
+  return 0;
+}
 
 void
 gm_rp_conn_init (struct gm_rp_conn *c, enum gm_rp_role role)

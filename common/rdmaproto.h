@@ -248,6 +248,12 @@ struct gm_rp_conn {
 
 void gm_rp_conn_init (struct gm_rp_conn *c, enum gm_rp_role role);
 
+/* A random identifier, never 0 (which the protocol reserves for
+ * "none"): a server's instance, a client connection's conn_id.
+ * 0, or -1 with errno set (getrandom failed).
+ */
+int gm_rp_random_id (uint64_t *id);
+
 /* Server: judge the hello in buf (CM private data) against what this
  * server offers.  Fills *w, the welcome to send: accepted (0, READY,
  * the negotiated limits) or refused (-1, FAILED, w->error and

@@ -22,7 +22,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <unistd.h>
 
 #include "nbdkitargs.h"
@@ -740,11 +739,10 @@ rdma_after_fork (nbdkit_backend *b)
   char why[256];
 
   backend = b;
-  while (instance == 0)
-    if (getrandom (&instance, sizeof instance, 0) != sizeof instance) {
-      nbdkit_error (NAME ": getrandom: %m");
-      return -1;
-    }
+  if (instance == 0 && gm_rp_random_id (&instance) == -1) {
+    nbdkit_error (NAME ": getrandom: %m");
+    return -1;
+  }
   if (gm_rdma_bind (&listen_addr, &cm_ch, &listen_id, why, sizeof why)) {
     nbdkit_error (NAME ": %s", why);
     goto fail;

@@ -43,7 +43,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
-#include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -536,14 +535,13 @@ conn_open (void)
     free (c);
     return NULL;
   }
-  while (c->conn_id == 0)         /* 0 says none */
-    if (getrandom (&c->conn_id, sizeof c->conn_id, 0) != sizeof c->conn_id) {
-      nbdkit_error (NAME ": getrandom: %m");
-      close (c->stop_fd);
-      free (c->msgs);
-      free (c);
-      return NULL;
-    }
+  if (gm_rp_random_id (&c->conn_id) == -1) {
+    nbdkit_error (NAME ": getrandom: %m");
+    close (c->stop_fd);
+    free (c->msgs);
+    free (c);
+    return NULL;
+  }
   pthread_mutex_init (&c->m, NULL);
   pthread_cond_init (&c->free_cv, NULL);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)

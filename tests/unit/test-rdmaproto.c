@@ -778,6 +778,13 @@ test_versions (void)
   struct gm_rp_request r;
   uint8_t b[GM_RP_WELCOME_SIZE] = { 0 };
 
+  /* Identifiers (instance, conn_id) are random and never 0. */
+  {
+    uint64_t a = 0, b = 0;
+    CHECK (gm_rp_random_id (&a) == 0 && gm_rp_random_id (&b) == 0);
+    CHECK (a != 0 && b != 0 && a != b);
+  }
+
   /* A version 2 hello is served, as version 2: the welcome says 2. */
   gm_rp_conn_init (&sv, GM_RP_SERVER);
   h = (struct gm_rp_hello) { .magic = GM_RP_HELLO_MAGIC, .version = 2,
