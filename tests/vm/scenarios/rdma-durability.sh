@@ -209,6 +209,23 @@ if mode in ("flush", "fua", "term"):
             before = acked
             break
     reap(pid)
+    # Take the bridge's answers to what was still in flight (errors now
+    # the server is gone) before this client hangs up: nbdkit 1.32.5
+    # aborts when a client closes with replies queued (README, "Known
+    # issue in nbdkit 1.32.5"), and the lab's stop fails a bridge that
+    # aborted.
+    drain_by = time.monotonic() + 60
+    while inflight:
+        if time.monotonic() > drain_by:
+            sys.exit("%d writes still unanswered by the bridge 60 s after "
+                     "the server died" % len(inflight))
+        wait([h])
+        for c in list(inflight):
+            try:
+                if done(h, c):
+                    inflight.pop(c)
+            except nbd.Error:
+                inflight.pop(c)
     if busy == 0:
         sys.exit("nothing was in flight: not the interleaving to test")
     if mode == "flush":

@@ -23,7 +23,10 @@ must dd if=/dev/nbd0 of="$LAB_RUN/head.img" bs=1M count=4 iflag=direct status=no
 cmp -n $((4 << 20)) "$LAB_RUN/a.img" "$LAB_RUN/head.img" || fail "first read differs"
 
 step "kill -9 the server while nbdcopy reads through the bridge"
-nbdcopy "$uri" "$LAB_RUN/out.img" &
+# One request at a time: nbdcopy quits at its first error, and with
+# several of its reads failing at once that hang-up can abort the
+# bridge in nbdkit 1.32.5 (README, "Known issue in nbdkit 1.32.5").
+nbdcopy --connections=1 --requests=1 "$uri" "$LAB_RUN/out.img" &
 copy=$!
 sleep 1
 stop srv KILL
