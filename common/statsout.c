@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "overlap.h"            /* gm_now_ns */
@@ -23,6 +24,19 @@
 static int wake[2] = { -1, -1 };        /* SIGUSR1 and stop -> thread */
 static struct sigaction previous;
 static atomic_bool stopping;
+/* What the handler may use, for gm_stats_stop to take away: the write
+ * end it wakes the thread by (-1: none), and the calls of the handler
+ * under way.  Restoring the previous handler does not end a call that
+ * another thread has already begun: holding the pipe's number, it
+ * would write to whatever the process opens under that number once
+ * the pipe is closed (a client's socket, a file).  So the stop clears
+ * the number, then waits for the calls to end before it closes.
+ * Lock-free atomics are async-signal-safe.
+ */
+static atomic_int handler_fd = -1;
+static atomic_uint handler_calls;
+_Static_assert (ATOMIC_INT_LOCK_FREE == 2,
+                "the SIGUSR1 handler needs lock-free atomics");
 
 /* The module after us in the chain may be nbdkit's default (which
  * would end the process) or another gmblock module's handler, which
@@ -31,10 +45,15 @@ static atomic_bool stopping;
 static void
 on_sigusr1 (int sig, siginfo_t *info, void *ctx)
 {
-  int e = errno;
+  int e = errno, fd;
   char b = 'u';
 
-  if (write (wake[1], &b, 1) == -1) {
+  /* Counted before the number is read (both sequentially consistent):
+   * a stop that saw no call under way has cleared it for us.
+   */
+  atomic_fetch_add (&handler_calls, 1);
+  fd = atomic_load (&handler_fd);
+  if (fd >= 0 && write (fd, &b, 1) == -1) {
     /* full pipe: a summary is already due */
   }
   errno = e;
@@ -42,6 +61,18 @@ on_sigusr1 (int sig, siginfo_t *info, void *ctx)
     previous.sa_sigaction (sig, info, ctx);
   else if (previous.sa_handler != SIG_DFL && previous.sa_handler != SIG_IGN)
     previous.sa_handler (sig);
+  atomic_fetch_sub (&handler_calls, 1);
+}
+
+/* After the handler is off: no call of it uses the pipe any more. */
+static void
+quiesce_handler (void)
+{
+  const struct timespec ms = { .tv_nsec = 1000000 };
+
+  atomic_store (&handler_fd, -1);
+  while (atomic_load (&handler_calls) > 0)
+    nanosleep (&ms, NULL);
 }
 
 int
@@ -337,9 +368,12 @@ gm_stats_start (struct gm_stats_out *s)
                             .sa_flags = SA_SIGINFO | SA_RESTART };
 
     sigemptyset (&sa.sa_mask);
-    if (sigaction (SIGUSR1, &sa, &previous) == -1)
+    atomic_store (&handler_fd, wake[1]);
+    if (sigaction (SIGUSR1, &sa, &previous) == -1) {
       s->error ("%s: SIGUSR1 summary not available: sigaction: %m",
                 s->prefix);
+      atomic_store (&handler_fd, -1);
+    }
     else
       s->handler_installed = true;
   }
@@ -361,6 +395,7 @@ gm_stats_stop (struct gm_stats_out *s)
     sigaction (SIGUSR1, &previous, NULL);
     s->handler_installed = false;
   }
+  quiesce_handler ();
   if (!s->running)
     return;
   atomic_store (&stopping, true);

@@ -97,7 +97,9 @@ int gm_stats_start (struct gm_stats_out *s);
 
 /* From .cleanup: stop them (nbdkit cleans up the outermost layer first,
  * the reverse of .after_fork, so SIGUSR1 handlers come off in the
- * order they went on).
+ * reverse of the order they went on).  Returns once no call of the
+ * module's SIGUSR1 handler is under way in any thread, so that none
+ * writes to the closed pipe's number after it.
  */
 void gm_stats_stop (struct gm_stats_out *s);
 
