@@ -124,8 +124,8 @@ $(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and
 $(B)/tests/unit/test-failstop: plugins/gmblock/failstop.c plugins/gmblock/gmblock.h
 $(B)/tests/unit/test-rdma-fence: filters/rdma/fence.c filters/rdma/rdma.h
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
-# Stops the SIGUSR1 handler's write on cue (see the test).
-$(B)/tests/unit/test-statsout-usr1: UNIT_LDFLAGS = -Wl,--wrap=write
+# Stops the SIGUSR1 handler's write, raises the signal as it goes on (see the test).
+$(B)/tests/unit/test-statsout-usr1: UNIT_LDFLAGS = -Wl,--wrap=write -Wl,--wrap=sigaction
 $(B)/tests/unit/test-lost-buffer: plugins/gmblock/io.c plugins/gmblock/engine.c \
   plugins/gmblock/engine-shared.c plugins/gmblock/engine-sync.c plugins/gmblock/gmblock.h \
   tests/unit/uring-wrap.h

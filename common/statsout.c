@@ -369,7 +369,14 @@ gm_stats_start (struct gm_stats_out *s)
 
     sigemptyset (&sa.sa_mask);
     atomic_store (&handler_fd, wake[1]);
-    if (sigaction (SIGUSR1, &sa, &previous) == -1) {
+    /* The link first, then the handler: sigaction (..., &sa, &previous)
+     * fills previous in only after our handler is on, and a signal in
+     * between would skip the modules below (or call a handler half
+     * copied).  No other thread changes SIGUSR1: nbdkit runs the
+     * modules' .after_fork one after another.
+     */
+    if (sigaction (SIGUSR1, NULL, &previous) == -1 ||
+        sigaction (SIGUSR1, &sa, NULL) == -1) {
       s->error ("%s: SIGUSR1 summary not available: sigaction: %m",
                 s->prefix);
       atomic_store (&handler_fd, -1);

@@ -1,15 +1,22 @@
-/* The SIGUSR1 summary's handler (common/statsout.c) at shutdown: once
- * gm_stats_stop has returned, the handler writes to no descriptor of
- * the module's, and in particular not to the number its wake pipe had,
- * which the process may have reused (a client's socket, a file).
+/* The SIGUSR1 summary's handler (common/statsout.c) as it goes on and
+ * comes off, the signal raised in a thread of ours at the moment that
+ * matters; deterministic.
  *
- * Deterministic: the handler runs in a thread of ours (raise), and
- * write is wrapped (-Wl,--wrap=write) so that the handler's write
- * stops just before the system call, with the descriptor already
- * chosen, until the main thread has stopped the module and opened a
- * pipe (which takes the freed numbers) -- or for at most one second,
- * the time a stop that waits for the handler keeps the main thread.
- * The pipe must then hold nothing.
+ * stop_while_handler_runs: once gm_stats_stop has returned, the
+ * handler writes to no descriptor of the module's, in particular not
+ * to the number its wake pipe had, which the process may have reused
+ * (a client's socket, a file).  write is wrapped (-Wl,--wrap=write) so
+ * that the handler's write stops just before the system call, the
+ * descriptor chosen, until the main thread has stopped the module and
+ * opened a pipe (which takes the freed numbers) -- or for at most one
+ * second, the time a stop that waits for the handler keeps the main
+ * thread.  The pipe must then hold nothing.
+ *
+ * link_set_before_handler_live: a signal that comes as the handler
+ * goes on still reaches the handler below (another module's).  glibc's
+ * sigaction fills in the old action after the system call has
+ * installed the new one; sigaction is wrapped (-Wl,--wrap=sigaction)
+ * to raise the signal there.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
@@ -26,11 +33,14 @@
 #include "unit.h"
 
 ssize_t __real_write (int fd, const void *buf, size_t n);
+int __real_sigaction (int sig, const struct sigaction *act,
+                      struct sigaction *old);
 
 static pthread_t signalled;             /* the thread the handler runs in */
 static atomic_bool armed;
 static atomic_int target = -1;          /* the handler's chosen descriptor */
-static sem_t go, in_write, reused;
+static atomic_bool install_armed;
+static sem_t go, done, in_write, reused;
 
 ssize_t
 __wrap_write (int fd, const void *buf, size_t n)
@@ -47,6 +57,23 @@ __wrap_write (int fd, const void *buf, size_t n)
       ;
   }
   return __real_write (fd, buf, n);
+}
+
+int
+__wrap_sigaction (int sig, const struct sigaction *act,
+                  struct sigaction *old)
+{
+  struct sigaction was;
+  int r;
+
+  if (sig != SIGUSR1 || act == NULL || !atomic_exchange (&install_armed, false))
+    return __real_sigaction (sig, act, old);
+  r = __real_sigaction (sig, act, &was);
+  sem_post (&go);               /* the raiser raises now, and waits */
+  sem_wait (&done);
+  if (r == 0 && old)
+    *old = was;
+  return r;
 }
 
 /* Nothing here may fail: an error fails the test, with its message. */
@@ -79,7 +106,17 @@ raiser (void *arg)
   pthread_sigmask (SIG_UNBLOCK, &usr1, NULL);
   sem_wait (&go);               /* signalled is set */
   raise (SIGUSR1);              /* the handler runs here, now */
+  sem_post (&done);
   return NULL;
+}
+
+static void
+init_sems (void)
+{
+  sem_init (&go, 0, 0);
+  sem_init (&done, 0, 0);
+  sem_init (&in_write, 0, 0);
+  sem_init (&reused, 0, 0);
 }
 
 static void
@@ -95,9 +132,7 @@ stop_while_handler_runs (void)
   sigemptyset (&usr1);
   sigaddset (&usr1, SIGUSR1);
   pthread_sigmask (SIG_BLOCK, &usr1, NULL);
-  sem_init (&go, 0, 0);
-  sem_init (&in_write, 0, 0);
-  sem_init (&reused, 0, 0);
+  init_sems ();
 
   CHECK (gm_stats_start (&out) == 0);
   atomic_store (&armed, true);
@@ -125,11 +160,48 @@ stop_while_handler_runs (void)
   pthread_sigmask (SIG_UNBLOCK, &usr1, NULL);
 }
 
+static atomic_int lower_calls;
+
+static void
+lower (int sig, siginfo_t *info, void *ctx)
+{
+  atomic_fetch_add (&lower_calls, 1);
+}
+
+static void
+link_set_before_handler_live (void)
+{
+  struct sigaction sa = { .sa_sigaction = lower, .sa_flags = SA_SIGINFO };
+  struct sigaction now;
+  pthread_t t;
+
+  init_sems ();
+  sigemptyset (&sa.sa_mask);
+  CHECK (sigaction (SIGUSR1, &sa, NULL) == 0);  /* the module below */
+  CHECK (pthread_create (&t, NULL, raiser, NULL) == 0);
+  atomic_store (&install_armed, true);
+  CHECK (gm_stats_start (&out) == 0);
+  CHECK (!atomic_load (&install_armed));        /* the signal came */
+  CHECK (pthread_join (t, NULL) == 0);
+  if (atomic_load (&lower_calls) != 1)
+    fprintf (stderr, "a SIGUSR1 that came as the module's handler went "
+             "on did not reach the handler below it\n");
+  CHECK (atomic_load (&lower_calls) == 1);
+
+  gm_stats_stop (&out);
+  CHECK (sigaction (SIGUSR1, NULL, &now) == 0);
+  CHECK ((now.sa_flags & SA_SIGINFO) && now.sa_sigaction == lower);
+  sa.sa_handler = SIG_DFL;
+  sa.sa_flags = 0;
+  CHECK (sigaction (SIGUSR1, &sa, NULL) == 0);
+}
+
 int
 main (int argc, char *argv[])
 {
   static const struct unit_case cases[] = {
     { "stop_while_handler_runs", stop_while_handler_runs },
+    { "link_set_before_handler_live", link_set_before_handler_live },
   };
 
   UNIT_RUN_CASES (cases, argc, argv);
