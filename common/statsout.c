@@ -399,7 +399,16 @@ gm_stats_stop (struct gm_stats_out *s)
   char b = 's';
 
   if (s->handler_installed) {
-    sigaction (SIGUSR1, &previous, NULL);
+    struct sigaction back = previous;
+
+    /* The last module's handler off, SIGUSR1 is ignored rather than
+     * fatal again: the shutdown goes on after .cleanup (the cache's
+     * write-back of dirty blocks, the reports at exit), and a signal
+     * sent for a summary must not cut it short.
+     */
+    if (!(back.sa_flags & SA_SIGINFO) && back.sa_handler == SIG_DFL)
+      back.sa_handler = SIG_IGN;
+    sigaction (SIGUSR1, &back, NULL);
     s->handler_installed = false;
   }
   quiesce_handler ();

@@ -99,7 +99,9 @@ int gm_stats_start (struct gm_stats_out *s);
  * the reverse of .after_fork, so SIGUSR1 handlers come off in the
  * reverse of the order they went on).  Returns once no call of the
  * module's SIGUSR1 handler is under way in any thread, so that none
- * writes to the closed pipe's number after it.
+ * writes to the closed pipe's number after it.  The last handler off
+ * leaves SIGUSR1 ignored (not nbdkit's fatal default) for the rest of
+ * the shutdown.
  */
 void gm_stats_stop (struct gm_stats_out *s);
 

@@ -17,6 +17,11 @@
  * sigaction fills in the old action after the system call has
  * installed the new one; sigaction is wrapped (-Wl,--wrap=sigaction)
  * to raise the signal there.
+ *
+ * ignored_after_stop: once the last module's handler is off, SIGUSR1
+ * is ignored, not fatal again: nbdkit's shutdown goes on after
+ * .cleanup (the cache's write-back of dirty blocks, the reports at
+ * exit), and a signal meant for a summary must not end it.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
@@ -196,12 +201,30 @@ link_set_before_handler_live (void)
   CHECK (sigaction (SIGUSR1, &sa, NULL) == 0);
 }
 
+static void
+ignored_after_stop (void)
+{
+  struct sigaction dfl = { .sa_handler = SIG_DFL }, now;
+
+  sigemptyset (&dfl.sa_mask);
+  CHECK (sigaction (SIGUSR1, &dfl, NULL) == 0);       /* nbdkit's */
+  CHECK (gm_stats_start (&out) == 0);
+  gm_stats_stop (&out);
+  CHECK (sigaction (SIGUSR1, NULL, &now) == 0);
+  if (now.sa_handler != SIG_IGN)
+    fprintf (stderr, "after gm_stats_stop a SIGUSR1 ends the process\n");
+  CHECK (!(now.sa_flags & SA_SIGINFO) && now.sa_handler == SIG_IGN);
+  raise (SIGUSR1);
+  CHECK (sigaction (SIGUSR1, &dfl, NULL) == 0);
+}
+
 int
 main (int argc, char *argv[])
 {
   static const struct unit_case cases[] = {
     { "stop_while_handler_runs", stop_while_handler_runs },
     { "link_set_before_handler_live", link_set_before_handler_live },
+    { "ignored_after_stop", ignored_after_stop },
   };
 
   UNIT_RUN_CASES (cases, argc, argv);
