@@ -352,7 +352,6 @@ serve_write (struct client *c, struct req *q, uint32_t fl)
   }
   COUNT (RC_WRITE_BYTES, q->r.length);
   gm_rdma_mem_stage (q, 0, q->r.length, false);
-  gm_rdma_fence_wait (c, q->r.offset, q->r.length);
   if (next->pwrite (next, q->buf, q->r.length, q->r.offset, fl, &err) == -1)
     set_error (c, q, err);
 }
@@ -432,6 +431,12 @@ begin (struct client *c, struct req *q)
     finish (c, q);
     return;
   }
+  /* fence.c, before any pool memory is taken: a write waiting there
+   * holding some could wait for ever for a gone client's WRITE that
+   * waits for that memory. */
+  if (q->r.op == GM_RP_WRITE || q->r.op == GM_RP_TRIM ||
+      q->r.op == GM_RP_ZERO)
+    gm_rdma_fence_wait (c, q->r.offset, q->r.length);
   if (q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE)
     gm_rdma_mem_get (q);
   switch (q->r.op) {
@@ -464,7 +469,6 @@ begin (struct client *c, struct req *q)
     r = next->flush (next, 0, &err);
     break;
   case GM_RP_TRIM:
-    gm_rdma_fence_wait (c, q->r.offset, q->r.length);
     r = next->trim (next, q->r.length, q->r.offset, fl, &err);
     break;
   case GM_RP_ZERO:
@@ -472,7 +476,6 @@ begin (struct client *c, struct req *q)
       fl |= NBDKIT_FLAG_MAY_TRIM;
     if (q->r.flags & GM_RP_FLAG_FAST_ZERO)
       fl |= NBDKIT_FLAG_FAST_ZERO;
-    gm_rdma_fence_wait (c, q->r.offset, q->r.length);
     r = next->zero (next, q->r.length, q->r.offset, fl, &err);
     break;
   case GM_RP_CACHE:

@@ -1,0 +1,350 @@
+/* Unit test: fence.c's rule as filters/rdma/serve.c's workers keep it.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * Real workers (worker_run, begin) serve requests queued by hand; a
+ * fake queue pair completes what they post at once, as the poller
+ * would (flushed once the client is gone), except a live client's
+ * RDMA READ when a case holds it; request memory comes from a real
+ * pool.  A gone client's write in the storage holds a live client's
+ * overlapping WRITE, TRIM and ZERO; and a waiter holds no pool memory,
+ * which a gone client's WRITE may be waiting for.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <unistd.h>
+
+#include "unit.h"
+
+#include "../../filters/rdma/serve.c"
+#include "../../filters/rdma/fence.c"
+
+struct gm_counter gm_rdma_stats[RC_COUNT];
+struct rdma_settings gm_rdma_set;
+struct client *gm_rdma_clients;
+pthread_mutex_t gm_rdma_clients_lock = PTHREAD_MUTEX_INITIALIZER;
+struct gm_pool *gm_rdma_pool;
+static struct ibv_mr pool_mr;
+struct ibv_mr *gm_rdma_pool_mr = &pool_mr;
+
+/* What serve.c calls of nbdkit, memory.c and stats.c. */
+void
+nbdkit_debug (const char *fs, ...)
+{
+}
+
+void
+nbdkit_error (const char *fs, ...)
+{
+}
+
+struct nbdkit_extents *
+nbdkit_extents_new (uint64_t start, uint64_t end)
+{
+  return NULL;
+}
+
+void
+nbdkit_extents_free (struct nbdkit_extents *ex)
+{
+}
+
+size_t
+nbdkit_extents_count (const struct nbdkit_extents *ex)
+{
+  return 0;
+}
+
+struct nbdkit_extent
+nbdkit_get_extent (const struct nbdkit_extents *ex, size_t i)
+{
+  return (struct nbdkit_extent) { 0 };
+}
+
+void
+gm_rdma_overlap_add (const struct req *q, uint64_t t_end)
+{
+}
+
+void
+gm_rdma_mem_get (struct req *q)
+{
+  gm_rdma_mem_get_len (q, q->r.length);
+}
+
+void
+gm_rdma_mem_get_len (struct req *q, size_t len)
+{
+  q->buflen = len;
+  q->buf = q->sbuf = gm_pool_get (gm_rdma_pool, len);
+}
+
+void
+gm_rdma_mem_put (struct req *q)
+{
+  if (q->buf)
+    gm_pool_put (gm_rdma_pool, q->buf, q->buflen);
+  q->buf = q->sbuf = NULL;
+}
+
+void
+gm_rdma_mem_stage (struct req *q, uint32_t off, uint32_t len, bool to_send)
+{
+}
+
+#define K 1024
+#define NSLOTS 4
+#define MAXW 3
+
+/* A client without verbs: its queue pair, its stack below. */
+struct fake {
+  struct client c;
+  struct ibv_context ctx;
+  struct ibv_qp qp;
+  struct rdma_cm_id id;
+  nbdkit_next next;
+  struct req reqs[NSLOTS];
+  unsigned queue[NSLOTS];
+  struct gm_rp_request deferred[NSLOTS];
+  uint32_t deferred_error[NSLOTS];
+  pthread_t workers[MAXW];
+  unsigned nw;
+  _Atomic bool flushed;         /* gone: what it posts fails */
+  bool hold_rread;              /* a case completes its RDMA READs */
+  _Atomic bool rread_posted;
+  struct ibv_wc held;
+  _Atomic bool hold_below;      /* its writes below wait for a case */
+  _Atomic unsigned in_below, landed;
+};
+
+static struct fake fk[2];       /* 0 live, 1 gone as a case says */
+
+static int
+fake_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr,
+                struct ibv_send_wr **bad)
+{
+  struct fake *f = qp->qp_context;
+
+  for (; wr; wr = wr->next) {
+    struct ibv_wc wc = { .wr_id = wr->wr_id, .status = IBV_WC_SUCCESS };
+    if (atomic_load (&f->flushed))
+      wc.status = IBV_WC_WR_FLUSH_ERR;
+    if (WR_KIND (wr->wr_id) == WR_RREAD && f->hold_rread &&
+        wc.status == IBV_WC_SUCCESS) {
+      f->held = wc;
+      atomic_store (&f->rread_posted, true);
+      continue;
+    }
+    if (wr->send_flags & IBV_SEND_SIGNALED)
+      on_completion (&f->c, &wc);
+  }
+  return 0;
+}
+
+/* Below: a write lands when the case lets it. */
+static int
+below (nbdkit_next *n)
+{
+  struct fake *f = (struct fake *) ((char *) n - offsetof (struct fake, next));
+
+  atomic_fetch_add (&f->in_below, 1);
+  while (atomic_load (&f->hold_below))
+    usleep (1000);
+  atomic_fetch_add (&f->landed, 1);
+  return 0;
+}
+
+static int
+fake_pwrite (nbdkit_next *n, const void *buf, uint32_t count,
+             uint64_t offset, uint32_t flags, int *err)
+{
+  return below (n);
+}
+
+static int
+fake_trim (nbdkit_next *n, uint32_t count, uint64_t offset, uint32_t flags,
+           int *err)
+{
+  return below (n);
+}
+
+static void
+fake_start (struct fake *f, unsigned nw)
+{
+  struct client *c = &f->c;
+
+  memset (f, 0, sizeof *f);
+  f->ctx.ops.post_send = fake_post_send;
+  f->qp.context = &f->ctx;
+  f->qp.qp_context = f;
+  f->id.qp = &f->qp;
+  f->next.pwrite = fake_pwrite;
+  f->next.trim = fake_trim;
+  f->next.zero = fake_trim;
+  pthread_mutex_init (&c->lock, NULL);
+  pthread_cond_init (&c->work, NULL);
+  pthread_cond_init (&c->rread, NULL);
+  gm_rp_conn_init (&c->rp, GM_RP_SERVER);
+  c->rp.lim.credits = NSLOTS;
+  c->id = &f->id;
+  c->next = &f->next;
+  c->reqs = f->reqs;
+  c->queue = f->queue;
+  c->deferred = f->deferred;
+  c->deferred_error = f->deferred_error;
+  c->wake_fd = eventfd (0, EFD_CLOEXEC);
+  CHECK (c->wake_fd >= 0);
+  pthread_mutex_lock (&gm_rdma_clients_lock);
+  c->next_client = gm_rdma_clients;
+  gm_rdma_clients = c;
+  pthread_mutex_unlock (&gm_rdma_clients_lock);
+  for (f->nw = 0; f->nw < nw; f->nw++) {
+    CHECK (pthread_create (&f->workers[f->nw], NULL, worker_run, c) == 0);
+    pthread_mutex_lock (&c->lock);
+    c->running++;
+    pthread_mutex_unlock (&c->lock);
+  }
+}
+
+static void
+fake_stop (struct fake *f)
+{
+  stop_workers (&f->c);
+  for (unsigned i = 0; i < f->nw; i++)
+    pthread_join (f->workers[i], NULL);
+  f->nw = 0;
+  if (f->c.wake_fd >= 0)
+    close (f->c.wake_fd);
+  f->c.wake_fd = -1;
+}
+
+static void
+setup (size_t pool_size)
+{
+  char err[256];
+
+  gm_rdma_clients = NULL;
+  atomic_store (&gm_rdma_ending, 0);
+  gm_rdma_stats[RC_FENCE_WAITS].value = 0;
+  gm_rdma_pool = gm_pool_create (pool_size, GM_HUGE_OFF, err, sizeof err);
+  CHECK (gm_rdma_pool != NULL);
+}
+
+static void
+teardown (void)
+{
+  fake_stop (&fk[0]);
+  fake_stop (&fk[1]);
+  gm_pool_destroy (gm_rdma_pool);
+}
+
+static void
+submit (struct fake *f, uint8_t op, uint64_t off, uint32_t len)
+{
+  static uint64_t handle;
+  struct gm_rp_request r = { .op = op, .offset = off, .length = len,
+                             .handle = ++handle };
+  struct req *q;
+
+  pthread_mutex_lock (&f->c.lock);
+  q = free_req (&f->c);
+  CHECK (q != NULL);
+  queue_req (&f->c, q, &r, 0);
+  pthread_mutex_unlock (&f->c.lock);
+}
+
+/* Wait up to 10 s (a loaded machine, TSan) for *v to reach n. */
+static bool
+reaches (_Atomic unsigned *v, unsigned n)
+{
+  for (int i = 0; i < 10000 && atomic_load (v) < n; i++)
+    usleep (1000);
+  return atomic_load (v) >= n;
+}
+
+static bool
+posted (struct fake *f)
+{
+  for (int i = 0; i < 10000 && !atomic_load (&f->rread_posted); i++)
+    usleep (1000);
+  return atomic_load (&f->rread_posted);
+}
+
+static bool
+pool_waiter (void)
+{
+  struct gm_pool_stats s;
+
+  gm_pool_get_stats (gm_rdma_pool, &s);
+  return s.waits > 0;
+}
+
+static void
+gone (struct fake *f)
+{
+  atomic_store (&f->flushed, true);
+  gm_rdma_client_ending (&f->c);
+}
+
+/* A gone client's WRITE in the storage holds a live client's
+ * overlapping WRITE, TRIM and ZERO until it has landed. */
+static void
+holds_live (void)
+{
+  setup (1024 * K);
+  fake_start (&fk[0], 3);
+  fake_start (&fk[1], 1);
+  atomic_store (&fk[1].hold_below, true);
+  submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
+  CHECK (reaches (&fk[1].in_below, 1));
+  gone (&fk[1]);
+  submit (&fk[0], GM_RP_WRITE, 32 * K, 64 * K);
+  submit (&fk[0], GM_RP_TRIM, 60 * K, 4 * K);
+  submit (&fk[0], GM_RP_ZERO, 0, 4 * K);
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&fk[0].in_below), 0);
+  atomic_store (&fk[1].hold_below, false);
+  CHECK (reaches (&fk[0].landed, 3));
+  CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]), 3);
+  teardown ();
+}
+
+/* The pool holds one WRITE.  A live client's WRITE has it, fetching
+ * its data; a client's WRITE waits for it, and that client goes.  The
+ * live WRITE must not wait for the gone one while holding what it
+ * waits for: the two would wait for ever, and with them every request
+ * of every client behind them in the pool. */
+static void
+waiter_holds_no_pool (void)
+{
+  setup (64 * K);
+  fake_start (&fk[0], 1);
+  fake_start (&fk[1], 1);
+  fk[0].hold_rread = true;
+  submit (&fk[0], GM_RP_WRITE, 0, 64 * K);
+  CHECK (posted (&fk[0]));
+  submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
+  for (int i = 0; i < 10000 && !pool_waiter (); i++)
+    usleep (1000);
+  CHECK (pool_waiter ());
+  gone (&fk[1]);
+  on_completion (&fk[0].c, &fk[0].held);        /* its data has come */
+  CHECK (reaches (&fk[0].landed, 1));
+  /* The gone one's WRITE got the memory once free, and failed. */
+  fake_stop (&fk[1]);
+  CHECK_EQ_U64 (atomic_load (&fk[1].in_below), 0);
+  teardown ();
+}
+
+static const struct unit_case cases[] = {
+  { "holds_live", holds_live },
+  { "waiter_holds_no_pool", waiter_holds_no_pool },
+};
+
+int
+main (int argc, char *argv[])
+{
+  UNIT_RUN_CASES (cases, argc, argv);
+  UNIT_DONE ();
+}
