@@ -137,7 +137,9 @@ struct client {
   struct gm_rp_request *deferred; /* taken while no req was free */
   uint32_t *deferred_error;
   unsigned ndeferred;
-  bool stop;                    /* workers: leave */
+  _Atomic bool stop;            /* workers: leave (set under lock; the
+                                 * poller reads it without, while the
+                                 * listener may set it: fence.c) */
   bool closing;                 /* DISCONNECT: answer the rest, then end */
   bool draining;                /* shutting down: serve no new request */
   bool farewell;                /* rdma.c's cleanup: drained, to be told */

@@ -6,8 +6,9 @@
  * would (flushed once the client is gone), except a live client's
  * RDMA READ when a case holds it; request memory comes from a real
  * pool.  A gone client's write in the storage holds a live client's
- * overlapping WRITE, TRIM and ZERO; and a waiter holds no pool memory,
- * which a gone client's WRITE may be waiting for.
+ * overlapping WRITE, TRIM and ZERO; a waiter holds no pool memory,
+ * which a gone client's WRITE may be waiting for; and ending a client
+ * from another thread than its poller is no data race.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -337,9 +338,48 @@ waiter_holds_no_pool (void)
   teardown ();
 }
 
+/* The poller takes completions while the listener ends the client (its
+ * disconnect event, or a replacement): whether it is stopping is read
+ * and written by both (a data race under make check-tsan-quick when
+ * it was a plain bool). */
+static _Atomic bool polling;
+static _Atomic unsigned polled;
+
+static void *
+poll_run (void *arg)
+{
+  struct fake *f = arg;
+  struct ibv_wc wc = { .wr_id = WR_BYE, .status = IBV_WC_REM_ACCESS_ERR };
+
+  while (atomic_load (&polling))
+    if (on_completion (&f->c, &wc) == -1)     /* a failed completion */
+      atomic_fetch_add (&polled, 1);
+  return NULL;
+}
+
+static void
+poller_sees_end (void)
+{
+  pthread_t t;
+
+  setup (64 * K);
+  fake_start (&fk[0], 0);
+  fake_start (&fk[1], 1);
+  atomic_store (&polling, true);
+  atomic_store (&polled, 0);
+  CHECK (pthread_create (&t, NULL, poll_run, &fk[1]) == 0);
+  CHECK (reaches (&polled, 100));
+  gone (&fk[1]);
+  CHECK (reaches (&polled, atomic_load (&polled) + 100));
+  atomic_store (&polling, false);
+  pthread_join (t, NULL);
+  teardown ();
+}
+
 static const struct unit_case cases[] = {
   { "holds_live", holds_live },
   { "waiter_holds_no_pool", waiter_holds_no_pool },
+  { "poller_sees_end", poller_sees_end },
 };
 
 int
