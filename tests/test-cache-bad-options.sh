@@ -45,6 +45,10 @@ for v in -1 1.5 3601 later nan ""; do
     start_fails "wbh_$(echo "${v:-empty}" | tr -c 'a-zA-Z0-9\n' _)" 'gmblock-cache:' "writeback-hold=$v" \
         'whole seconds from 0 to 3600' -- $c gmblock "$f" "writeback-hold=$v"
 done
+for v in 33M 1G -1 many 1Q ""; do
+    start_fails "wbm_$(echo "${v:-empty}" | tr -c 'a-zA-Z0-9\n' _)" 'gmblock-cache:' "writeback-merge=$v" \
+        'expected a size from 0' -- $c gmblock "$f" "writeback-merge=$v"
+done
 start_fails huge 'gmblock-cache:' 'cache-hugepages=maybe' 'auto, on or off' \
     -- $c gmblock "$f" cache-hugepages=maybe
 # Not ours: the plugin names it.
@@ -54,7 +58,9 @@ start_fails unknown 'gmblock:' "unknown parameter 'foo'" -- $c gmblock "$f" foo=
 for opts in "cache-size=1M" "cache-size=64K cache-block-size=4K" \
             "cache-size=256M cache-block-size=16M" "cache-size=1%" \
             "cache-mode=bypass cache-size=1K" "writeback-interval=0.01 cache-mode=writeback cache-size=1M" \
-            "writeback-hold=0 cache-mode=writeback cache-size=1M" "writeback-hold=3600"; do
+            "writeback-hold=0 cache-mode=writeback cache-size=1M" "writeback-hold=3600" \
+            "writeback-merge=0 cache-mode=writeback" "writeback-merge=32M cache-mode=writeback" \
+            "writeback-merge=100K cache-mode=writeback"; do
     # shellcheck disable=SC2086
     start_server ok $c gmblock "$f" $opts
     nbdcopy "$(uri ok)" "$T/out.img" && cmp "$T/out.img" "$T/disk.img" || fail "$opts: data differs"

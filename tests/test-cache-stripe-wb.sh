@@ -101,6 +101,7 @@ calls () {      # calls NAME FULL PARTIAL MERGED WIDTH [nbdkit args]: checked
     expect "$name: wb_merged_writes" "$(ccounter "$name.stats" wb_merged_writes)" "$merged"
     expect "$name: wb_blocks" "$(ccounter "$name.stats" wb_blocks)" ${#blocks[@]}
     expect "$name: writebacks" "$(ccounter "$name.stats" writebacks)" ${#blocks[@]}
+    expect "$name: writeback_writes" "$(ccounter "$name.stats" writeback_writes)" "$(wc -l <"$name.got")"
     # The stripe in use, still in the counters written at exit.
     expect "$name: wb_stripe_bytes" "$(ccounter "$name.stats" wb_stripe_bytes)" "$width"
     info "$name: $(wc -l <"$name.got") writes below for ${#blocks[@]} dirty blocks, as expected"
@@ -120,15 +121,51 @@ printf 'pwrite %s\n' "32768 32768" "8192 0" "4096 12288" "4096 81920" | sort >wa
 want_img "${blocks[@]}"
 BSIZES="512 32768 4194304" calls fallback 1 3 2 32768 --filter=gmblock-cache sh log.sh
 
-# 4. Without any geometry: block by block, as before (no stripe counters).
+# 4. Without any geometry and writeback-merge=0: block by block (no
+# stripe or merge counters).
 truncate -s 0 plain.below; truncate -s 1M plain.img
 DISK=$T/plain.img BELOW=$T/plain.below start_server plain --filter=gmblock-cache sh log.sh \
-    "${cache[@]}" cache-stats="$T/plain.stats"
+    "${cache[@]}" writeback-merge=0 cache-stats="$T/plain.stats"
 wblocks plain 0 1 2 3 4 5
 stop_server plain
 expect "plain: writes below" "$(grep -c pwrite plain.below)" 6
 expect "plain: wb_full_stripe_writes" "$(ccounter plain.stats wb_full_stripe_writes)" 0
 expect "plain: wb_stripe_bytes" "$(ccounter plain.stats wb_stripe_bytes)" 0
+expect "plain: wb_merge_bytes" "$(ccounter plain.stats wb_merge_bytes)" 0
+
+# 4b. Without any geometry, writeback-merge (default 256K; here 16K =
+# 4 blocks, and 18K, which rounds down to it): runs of dirty neighbours
+# as one write each, cut at multiples of the merge length, scattered
+# blocks alone, no stripe counters.
+blocks=(0 1 2 3 4 5 7 9 10 11 12 13 250 251 252 253 254 255)
+printf 'pwrite %s\n' "16384 0" "8192 16384" "4096 28672" "12288 36864" \
+       "8192 49152" "8192 1024000" "16384 1032192" | sort >want
+want_img "${blocks[@]}"
+for m in 16K 18K; do
+    calls "merge$m" 0 0 6 0 --filter=gmblock-cache sh log.sh writeback-merge=$m
+    expect "merge$m: wb_merge_bytes" "$(ccounter "merge$m.stats" wb_merge_bytes)" 16384
+done
+# The default: 256K (64 blocks), so each run here is one write.
+printf 'pwrite %s\n' "24576 0" "4096 28672" "20480 36864" "24576 1024000" | sort >want
+calls mergedef 0 0 3 0 --filter=gmblock-cache sh log.sh
+expect "mergedef: wb_merge_bytes" "$(ccounter mergedef.stats wb_merge_bytes)" 262144
+# Dirty evictions without a stripe go alone (the evicting request does
+# not wait for neighbours): 16 blocks of cache, 64 written in order.
+truncate -s 0 mevict.below; truncate -s 1M mevict.img
+DISK=$T/mevict.img BELOW=$T/mevict.below start_server mevict --filter=gmblock-cache \
+    sh log.sh cache-mode=writeback cache-block-size=4K cache-size=64K \
+    writeback-interval=3600 cache-stats="$T/mevict.stats"
+blocks=($(seq 0 63)); want_img "${blocks[@]}"
+FLUSH=0 wblocks mevict "${blocks[@]}"
+stop_server mevict
+cmp mevict.img want.img || fail "mevict: data below differs"
+de=$(ccounter mevict.stats dirty_evictions)
+[[ $de -gt 0 ]] || fail "mevict: no dirty evictions (the test does not test them)"
+# Every block went down once; at least one 4K write per eviction.
+expect "mevict: bytes below" "$(awk '$1 == "pwrite" { n += $2 } END { print n }' mevict.below)" 262144
+singles=$(awk '$1 == "pwrite" && $2 == 4096' mevict.below | wc -l)
+[[ $singles -ge $de ]] || fail "mevict: $de dirty evictions but only $singles single-block writes below"
+info "mevict: $de dirty evictions, $(grep -c pwrite mevict.below) writes below, $singles of one block"
 
 # 5. A tiny cache (16 blocks): sequential 4K writes over 1M force dirty
 # evictions; every write below stays inside one 24K stripe and the

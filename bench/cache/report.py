@@ -83,14 +83,18 @@ if any(r["bench"] == "shared" for r in rows):
 
 if any(r["bench"] == "write" for r in rows):
     p("## Small random writes (4k, QD32, 256 MiB region, flush every 64 MiB written)\n")
-    p("| peer | IOPS (fio) | IOPS incl. shutdown write-back | write-backs | write fills |")
-    p("|---|---:|---:|---:|---:|")
-    for x in ("gm-writeback", "gm-bypass"):
+    p("| peer | IOPS (fio) | IOPS incl. shutdown write-back | blocks written back | writes below for them | write fills |")
+    p("|---|---:|---:|---:|---:|---:|")
+    for x in ("gm-writeback", "gm-wb-blockwise", "gm-bypass"):
         i = med("write", x, "write_iops")
-        p(f"| {x} | {f(i)} | {f(med('write', x, 'eff_iops'))} | {f(cmed('write', x, 'writebacks'))} "
+        wb, below = cmed("write", x, "writebacks"), cmed("write", x, "writeback_writes")
+        p(f"| {x} | {f(i)} | {f(med('write', x, 'eff_iops'))} | {f(wb)} | {f(below)} "
           f"| {f(cmed('write', x, 'write_fills'))} |")
     a, b = med("write", "gm-writeback", "write_iops"), med("write", "gm-bypass", "write_iops")
+    c = med("write", "gm-wb-blockwise", "write_iops")
     p("")
-    p(f"- writeback vs bypass: {verdict(a / b if a and b else None, 2)}\n")
+    p(f"- writeback vs bypass: {verdict(a / b if a and b else None, 2)}")
+    p(f"- writeback (writeback-merge=256K, the default) vs writeback-merge=0: "
+      f"{f(a / c if a and c else None, '{:.2f}x')}\n")
 
 print("\n".join(out))

@@ -27,6 +27,7 @@ struct cache_config cfg = {
   .scan_bytes = 4u << 20,
   .flush_interval_ms = 1000,
   .hold_s = 30,
+  .merge_bytes = 256u << 10,
   .hugepages = GM_HUGE_AUTO,
 };
 
@@ -138,6 +139,19 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
                   value, why);
     return -1;
   }
+  if (strcmp (key, "writeback-merge") == 0) {
+    why = NULL;
+    if (gm_parse_size (value, &v, &why) == 0 && v > WB_MAX_UNIT)
+      why = "larger than 32M";
+    if (why) {
+      nbdkit_error (CNAME ": writeback-merge=%s: %s (expected a size from "
+                    "0, which writes back block by block, to 32M)",
+                    value, why);
+      return -1;
+    }
+    cfg.merge_bytes = v;
+    return 0;
+  }
   if (strcmp (key, "cache-hugepages") == 0) {
     if (gm_huge_mode_parse (value, &cfg.hugepages) == -1) {
       nbdkit_error (CNAME ": cache-hugepages=%s: expected auto, on or off",
@@ -213,6 +227,8 @@ cache_config_complete (nbdkit_next_config_complete *next,
   "adaptive-scan=SIZE      Sequential run that counts as a scan (4M).\n" \
   "writeback-interval=SECS Background write-back period (1).\n" \
   "writeback-hold=SECS     Parity RAID: partly dirty stripes wait (30).\n" \
+  "writeback-merge=SIZE    No stripe below: longest run of dirty blocks\n" \
+  "                        written back as one write (256K; 0 = off).\n" \
   "cache-hugepages=auto|on|off  Backing of the cache memory (auto).\n" \
   "cache-stats=FILE        Write counters to FILE at exit.\n" \
   "cache-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."

@@ -44,6 +44,9 @@ struct cache_config {
   unsigned hold_s;              /* parity RAID: how long a background pass
                                  * leaves a partly dirty stripe for its
                                  * other blocks (0: never) */
+  uint64_t merge_bytes;         /* no stripe below: dirty neighbours go
+                                 * down together in runs up to this long
+                                 * (0: block by block) */
   enum gm_huge_mode hugepages;
 };
 extern struct cache_config cfg;
@@ -217,8 +220,11 @@ void writeback_stop (void);
 void writeback_note_dirty (void);
 
 /* ---- stripewb.c: write-back in whole RAID stripes ---- */
+#define WB_MAX_UNIT (32u << 20)  /* the longest write-back write */
 struct stripe_wb {
   bool on;                      /* write-back works a unit at a time */
+  bool geometry;                /* the unit is a RAID stripe (else it is
+                                 * writeback-merge's plain run length) */
   bool used;                    /* it did (kept after stop, for the counters) */
   uint64_t width;               /* one full data stripe, bytes (0: none) */
   uint64_t offset;              /* where the export starts in the array */
@@ -232,6 +238,7 @@ struct stripe_wb {
 extern struct stripe_wb swb;
 /* Learn the stripe (registry, else the preferred block size below);
  * may lower a block size we chose so that it divides the stripe.
+ * Without one, writing back, the unit is writeback-merge's length.
  * Before blocks_init.
  */
 void stripe_wb_geometry (void);
@@ -244,7 +251,7 @@ uint64_t stripe_wb_unit_of (uint64_t b);
 /* Write back every dirty block of unit u (a pass). */
 int stripe_wb_unit (uint64_t u, int *err);
 /* Evict dirty slot s (shard locked; dropped and retaken) together with
- * the dirty blocks of its unit; block by block without a geometry.
+ * the dirty blocks of its stripe; alone without a stripe geometry.
  */
 int stripe_wb_evict (struct shard *sh, uint32_t s, int *err);
 
@@ -265,6 +272,7 @@ enum {
   CS_BYPASS_BYTES, CS_ADMIT_REPEAT, CS_ADMIT_SHARED, CS_ADMIT_FOLLOWED,
   CS_ADMIT_PREFETCH, CS_EVICTIONS, CS_DIRTY_EVICTIONS, CS_STALE_FILLS,
   CS_WRITES, CS_WRITE_BYTES, CS_WRITE_FILLS, CS_WRITEBACKS, CS_WRITEBACK_BYTES,
+  CS_WRITEBACK_WRITES,
   CS_FLUSHES, CS_FUA, CS_TRIMS, CS_ZEROS, CS_INVALIDATIONS, CS_PREFETCHES,
   CS_MEMCPY_READ_BYTES, CS_MEMCPY_WRITE_BYTES, CS_ERRORS, CS_NO_SLOT,
   CS_WB_FULL_STRIPE, CS_WB_PARTIAL_STRIPE, CS_WB_MERGED, CS_WB_BLOCKS,

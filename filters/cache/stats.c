@@ -34,6 +34,7 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_WRITE_FILLS, "write_fills", "blocks read below to complete a partial write"),
   C (CS_WRITEBACKS, "writebacks", "dirty blocks written below"),
   C (CS_WRITEBACK_BYTES, "writeback_bytes", "bytes written back"),
+  C (CS_WRITEBACK_WRITES, "writeback_writes", "writes below that carried them (fewer than blocks when merged)"),
   C (CS_FLUSHES, "flushes", "flush requests"),
   C (CS_FUA, "fua", "writes with FUA"),
   C (CS_TRIMS, "trims", "trim requests"),
@@ -46,8 +47,8 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_NO_SLOT, "no_slot", "block pieces served below: every victim dirty and failing"),
   C (CS_WB_FULL_STRIPE, "wb_full_stripe_writes", "stripe write-back: writes of whole, aligned stripes"),
   C (CS_WB_PARTIAL_STRIPE, "wb_partial_stripe_writes", "stripe write-back: writes of part of a stripe"),
-  C (CS_WB_MERGED, "wb_merged_writes", "stripe write-back: writes carrying more than one block"),
-  C (CS_WB_BLOCKS, "wb_blocks", "stripe write-back: blocks carried by those writes"),
+  C (CS_WB_MERGED, "wb_merged_writes", "write-back: writes carrying more than one block (a stripe's, or writeback-merge's run)"),
+  C (CS_WB_BLOCKS, "wb_blocks", "write-back: blocks carried by stripe or merged writes"),
   C (CS_WB_HELD, "wb_partial_held", "stripe write-back: partly dirty stripes a background pass left for later"),
   C (CS_WB_PRESSURE, "wb_pressure_passes", "stripe write-back: background passes that wrote partial stripes because the cache was nearly all dirty"),
   C (CS_FUA_FLUSHES, "fua_flushes", "FUA requests in a write-back mode, served as a flush of every dirty block"),
@@ -68,7 +69,9 @@ print_derived (FILE *fp, void *opaque)
            (unsigned long long) atomic_load (&tbl.ndirty) * tbl.bs);
   fprintf (fp, CNAME ".block_size %llu\n", (unsigned long long) tbl.bs);
   fprintf (fp, CNAME ".wb_stripe_bytes %llu\n",
-           (unsigned long long) (swb.used ? swb.width : 0));
+           (unsigned long long) (swb.used && swb.geometry ? swb.width : 0));
+  fprintf (fp, CNAME ".wb_merge_bytes %llu\n",
+           (unsigned long long) (swb.used && !swb.geometry ? swb.unit : 0));
   fprintf (fp, CNAME ".slots %u\n", tbl.nslots);
   fprintf (fp, CNAME ".shards %u\n", tbl.nshards);
   fprintf (fp, CNAME ".backing %s\n",

@@ -11,7 +11,9 @@
  *
  * The geometry comes from gmblock-stripe through the registry (exact,
  * even for stripes that are not a power of two), else from the
- * preferred block size below.  The unit handled here is the smallest
+ * preferred block size below.  With none, the same code merges runs of
+ * dirty neighbours in units of writeback-merge bytes (nothing held back,
+ * evictions alone): one large write costs a plain disk less than many.  The unit handled here is the smallest
  * length made of whole stripes and whole cache blocks (the stripe
  * itself when the block size divides it; one block when the block is
  * whole stripes, then only counted).
@@ -37,7 +39,6 @@
 #include "sizes.h"
 
 #define NONE GM_2Q_NONE
-#define MAX_UNIT (32u << 20)      /* the largest write the stack takes */
 #define POOL_BYTES (64u << 20)    /* all gather buffers together, at most */
 #define POOL_MAX 10               /* one per pass thread, and two for evictions */
 
@@ -84,6 +85,27 @@ from_registry (uint64_t *width, uint64_t *offset, bool *parity)
   return true;
 }
 
+/* No stripe below: runs of dirty neighbours still go down as one write
+ * each, up to writeback-merge bytes (and what the layer below takes),
+ * in units aligned to that length.  Nothing is held back for them.
+ */
+static void
+merge_geometry (void)
+{
+  uint64_t m = cfg.merge_bytes;
+  char a[32];
+
+  if (lower.bmax && m > lower.bmax)
+    m = lower.bmax;
+  m -= m % cfg.block_size;
+  if (m < 2 * cfg.block_size)
+    return;
+  swb.width = m;
+  swb.hold = false;
+  snprintf (swb.source, sizeof swb.source, "writeback-merge=%s, no stripe "
+            "known below", gm_format_size (m, a, sizeof a));
+}
+
 void
 stripe_wb_geometry (void)
 {
@@ -104,6 +126,9 @@ stripe_wb_geometry (void)
   if (swb.width && !cfg.block_size_set && swb.width % cfg.block_size &&
       cfg.block_size % swb.width && (swb.width & -swb.width) >= 4096)
     cfg.block_size = swb.width & -swb.width;
+  swb.geometry = swb.width != 0;
+  if (!swb.geometry && cfg.writes_back)
+    merge_geometry ();
 }
 
 int
@@ -117,11 +142,11 @@ stripe_wb_start (void)
     return 0;
   swb.unit = swb.width / gcd (swb.width, bs) * bs;
   /* A merged run is one write below, up to a unit long. */
-  if (swb.unit > MAX_UNIT || (lower.bmax && swb.unit > lower.bmax) ||
+  if (swb.unit > WB_MAX_UNIT || (lower.bmax && swb.unit > lower.bmax) ||
       swb.offset % bs) {
     nbdkit_debug (CNAME ": stripe %s (%s): write-back block by block (%s)",
                   gm_format_size (swb.width, a, sizeof a), swb.source,
-                  swb.unit > MAX_UNIT ? "stripes and blocks meet above 32M" :
+                  swb.unit > WB_MAX_UNIT ? "stripes and blocks meet above 32M" :
                   swb.offset % bs == 0 ?
                   "stripes and blocks meet above the largest request below" :
                   "the export does not start on a block of the array");
@@ -146,9 +171,10 @@ stripe_wb_start (void)
     pool_free = g;
   }
   swb.on = swb.used = true;
-  nbdkit_debug (CNAME ": write-back in stripes of %s (%s): units of %s = "
-                "%u blocks, %u gather buffers", gm_format_size (swb.width, a,
-                                                                sizeof a),
+  nbdkit_debug (CNAME ": write-back in %s of %s (%s): units of %s = "
+                "%u blocks, %u gather buffers",
+                swb.geometry ? "stripes" : "runs",
+                gm_format_size (swb.width, a, sizeof a),
                 swb.source, gm_format_size (swb.unit, b, sizeof b), swb.bpg,
                 pool_n);
   return 0;
@@ -265,8 +291,10 @@ write_run (struct gather *g, uint32_t i, uint64_t b, uint32_t n, bool full,
   }
   CCOUNT (CS_WRITEBACKS, n);
   CCOUNT (CS_WRITEBACK_BYTES, len);
+  CCOUNT (CS_WRITEBACK_WRITES, 1);
   CCOUNT (CS_WB_BLOCKS, n);
-  CCOUNT (full ? CS_WB_FULL_STRIPE : CS_WB_PARTIAL_STRIPE, 1);
+  if (swb.geometry)
+    CCOUNT (full ? CS_WB_FULL_STRIPE : CS_WB_PARTIAL_STRIPE, 1);
   if (n > 1)
     CCOUNT (CS_WB_MERGED, 1);
   return 0;
@@ -402,7 +430,7 @@ stripe_wb_evict (struct shard *sh, uint32_t s, int *err)
    * its shard's lock, and waiting here could keep a buffer's owner
    * from letting go of its blocks.
    */
-  if (!swb.on || (g = gather_take (false)) == NULL)
+  if (!swb.on || !swb.geometry || (g = gather_take (false)) == NULL)
     return slot_write_back (sh, s, err);
   hold (sl);
   pthread_mutex_unlock (&sh->lock);

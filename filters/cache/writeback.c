@@ -13,7 +13,8 @@
  * runs at a time; a flush that arrives during a pass waits for it and
  * then makes its own, so it covers every write acknowledged before it.
  * When the RAID stripe is known (stripewb.c), a pass works a stripe
- * unit at a time instead of a block at a time.
+ * unit at a time instead of a block at a time; without one, a unit of
+ * writeback-merge bytes, so dirty neighbours still go down together.
  *
  * On parity RAID the background flusher also waits for stripes: a
  * partly dirty stripe written now costs the array a read-modify-write,
@@ -67,6 +68,7 @@ slot_write_back (struct shard *sh, uint32_t s, int *err)
   else {
     CCOUNT (CS_WRITEBACKS, 1);
     CCOUNT (CS_WRITEBACK_BYTES, blk_len (b));
+    CCOUNT (CS_WRITEBACK_WRITES, 1);
   }
   shard_wake (sh);
   return r;
