@@ -106,18 +106,23 @@ host_len (const char *peer)
   return colon ? (size_t) (colon - peer) : strlen (peer);
 }
 
+bool
+gm_rdma_is_predecessor (const struct client *o, const char *peer,
+                        uint64_t conn_id)
+{
+  size_t n = host_len (peer);
+
+  return conn_id != 0 && o->rp.conn_id == conn_id &&
+    host_len (o->peer) == n && strncmp (o->peer, peer, n) == 0 &&
+    atomic_load (&o->fence) == GM_FENCE_LIVE;
+}
+
 void
 gm_rdma_fence_predecessor (struct client *c)
 {
-  size_t n = host_len (c->peer);
-
-  if (c->rp.conn_id == 0)
-    return;
   pthread_mutex_lock (&gm_rdma_clients_lock);
   for (struct client *o = gm_rdma_clients; o; o = o->next_client) {
-    if (o == c || o->rp.conn_id != c->rp.conn_id || host_len (o->peer) != n ||
-        strncmp (o->peer, c->peer, n) != 0 ||
-        atomic_load (&o->fence) != GM_FENCE_LIVE)
+    if (o == c || !gm_rdma_is_predecessor (o, c->peer, c->rp.conn_id))
       continue;
     nbdkit_debug (NAME ": %s connects again as connection 0x%" PRIx64
                   ", still open from %s: that one is dropped, and what it "

@@ -444,6 +444,8 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
   struct client *c;
   struct gm_rp_limits offer;
   struct gm_rp_welcome w;
+  struct gm_rp_hello h;
+  uint64_t conn_id = 0;
   struct rdma_conn_param accept;
   uint8_t msg[GM_RP_WELCOME_SIZE];
   char why[160];
@@ -457,11 +459,20 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     refuse (id, &w, peer);
     return;
   }
-  /* Each client holds a context below and its own threads: bounded. */
+  /* Each client holds a context below and its own threads: bounded.
+   * A connection this one replaces (its bridge connecting again after a
+   * network failure we did not notice) is not counted: it is dropped
+   * below, and refusing the new one would keep the dead one for ever.
+   * The hello is judged in full later.
+   */
+  if (gm_rp_decode_hello (cp->private_data, cp->private_data_len, &h,
+                          why, sizeof why) == 0 && h.version >= 4)
+    conn_id = h.conn_id;
   pthread_mutex_lock (&gm_rdma_clients_lock);
   n = 0;
   for (struct client *o = gm_rdma_clients; o; o = o->next_client)
-    n++;
+    if (!gm_rdma_is_predecessor (o, peer, conn_id))
+      n++;
   pthread_mutex_unlock (&gm_rdma_clients_lock);
   if (n >= gm_rdma_set.max_clients) {
     snprintf (why, sizeof why, "too many RDMA clients (rdma-max-clients=%u)",

@@ -190,6 +190,10 @@ void gm_rdma_fence_wait (const struct client *self, uint64_t offset,
  * same host with its conn_id, still open here, is dropped and fenced
  * (its bridge gave up on it and connects again). */
 void gm_rdma_fence_predecessor (struct client *c);
+/* Whether o is such a connection, that a connect request from peer
+ * naming conn_id replaces (the clients lock held). */
+bool gm_rdma_is_predecessor (const struct client *o, const char *peer,
+                             uint64_t conn_id);
 
 /* stats.c */
 void gm_rdma_overlap_add (const struct req *q, uint64_t t_end);

@@ -254,7 +254,13 @@ replaces (void)
   cl[1].rp.conn_id = 7;
   strcpy (cl[2].peer, "10.77.0.2:40003");       /* another connection */
   cl[2].rp.conn_id = 8;
+  /* What the listener's capacity check leaves out of its count. */
+  CHECK (gm_rdma_is_predecessor (&cl[0], nc.peer, 7));
+  CHECK (!gm_rdma_is_predecessor (&cl[1], nc.peer, 7));
+  CHECK (!gm_rdma_is_predecessor (&cl[2], nc.peer, 7));
+  CHECK (!gm_rdma_is_predecessor (&cl[0], nc.peer, 0));
   gm_rdma_fence_predecessor (&nc);
+  CHECK (!gm_rdma_is_predecessor (&cl[0], nc.peer, 7));
   CHECK_EQ_U64 (ndisconnected, 1);
   CHECK (disconnected[0] == cl[0].id);
   CHECK (atomic_load (&cl[0].fence) == GM_FENCE_ENDING);

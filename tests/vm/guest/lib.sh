@@ -63,11 +63,37 @@ serve() {
     # nbdkit writes the pid file once its socket is listening.
     local i
     for i in $(seq 100); do
-        [ -s "$LAB_RUN/$name.pid" ] && return 0
+        if [ -s "$LAB_RUN/$name.pid" ]; then
+            rdma_listening "$name" "${params[@]}"
+            return 0
+        fi
         kill -0 $! 2>/dev/null || break
         sleep 0.2
     done
     fail "server $name did not start (see $name.nbdkit.log)"
+}
+
+# rdma_listening NAME PARAMS...: with rdma= among PARAMS, wait until
+# server NAME's RDMA listener is up.  nbdkit writes its pid file before
+# the filters' .after_fork, where gmblock-rdma registers its pool and
+# only then listens: a bridge started at once could find nobody there.
+rdma_listening() {
+    local name=$1 p pid i
+    shift
+    for p in "$@"; do
+        case $p in rdma=*) break ;; esac
+        p=
+    done
+    [ -n "$p" ] || return 0
+    pid=$(cat "$LAB_RUN/$name.pid")
+    for i in $(seq 150); do
+        rdma res show cm_id 2>/dev/null | grep "state LISTEN" |
+            grep -q "pid $pid " && return 0
+        kill -0 "$pid" 2>/dev/null || return 0   # refused: its caller sees
+        sleep 0.2
+    done
+    rdma res show cm_id
+    fail "server $name ($p): no RDMA listener 30 s after it started"
 }
 
 # refuses NAME REGEX PARAMS...: gmblock on $disk with PARAMS must exit

@@ -148,8 +148,10 @@ dreq() {
         must ip netns exec gmcl tc qdisc del dev gmr1 root
     fi
 }
+# rdma-max-clients=1: the bridge's one connection; its reconnect must
+# replace the old one, not be refused as one client too many.
 serve srv2 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- \
-    rdma=10.77.0.1 delay-write=40 rdma-stats="$LAB_OUT/srv2.rdma-stats"
+    rdma=10.77.0.1 delay-write=40 rdma-max-clients=1 rdma-stats="$LAB_OUT/srv2.rdma-stats"
 bridge br2 10.77.0.1 -D gmblock-rdma.silence_s=5
 rm -f "$LAB_RUN/zsent" "$LAB_RUN/zfailed" "$LAB_RUN/zhealed"
 t0=$(date +%s)
