@@ -11,12 +11,13 @@
  *
  * The geometry comes from gmblock-stripe through the registry (exact,
  * even for stripes that are not a power of two), else from the
- * preferred block size below.  With none, the same code merges runs of
- * dirty neighbours in units of writeback-merge bytes (nothing held back,
- * evictions alone): one large write costs a plain disk less than many.  The unit handled here is the smallest
+ * preferred block size below.  The unit handled here is the smallest
  * length made of whole stripes and whole cache blocks (the stripe
  * itself when the block size divides it; one block when the block is
- * whole stripes, then only counted).
+ * whole stripes, then only counted).  With no stripe, the same code
+ * merges runs of dirty neighbours in units of writeback-merge bytes
+ * (nothing held back, evictions alone): one large write costs a plain
+ * disk less than many.
  *
  * Slots of neighbouring blocks are rarely neighbours in memory, so a
  * merged write is gathered into a buffer from a small pool allocated
