@@ -278,6 +278,12 @@ static const struct {
                            GM_RP_TF_BLOCK_STATUS },
 };
 
+bool
+gm_rp_op_writes (unsigned op)
+{
+  return op < GM_RP_OP_COUNT && (ops[op].needs & WRITES);
+}
+
 static bool
 all_zero (const void *p, size_t n)
 {

@@ -215,6 +215,10 @@ uint32_t gm_rp_error_to_wire (int host_errno);
 int gm_rp_error_from_wire (uint32_t wire);
 bool gm_rp_error_known (uint32_t wire);
 const char *gm_rp_op_name (unsigned op);
+/* Whether op changes the export (WRITE, TRIM, ZERO): refused read-only,
+ * fenced after a gone client's (filters/rdma/fence.c), counted unflushed.
+ */
+bool gm_rp_op_writes (unsigned op);
 
 /* The connection state machine.  Server: init, accept_hello, then
  * take_request per SEND received and request_end per reply sent.

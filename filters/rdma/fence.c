@@ -37,12 +37,6 @@
  */
 _Atomic unsigned gm_rdma_ending;
 
-static bool
-is_write (const struct gm_rp_request *r)
-{
-  return r->op == GM_RP_WRITE || r->op == GM_RP_TRIM || r->op == GM_RP_ZERO;
-}
-
 /* Whether a gone client other than self still has a write begun
  * (RQ_SETUP: a worker took it; a fenced client's workers begin nothing
  * more, so what is only queued never runs) over [offset, offset+len).
@@ -59,7 +53,7 @@ overlaps_gone (const struct client *self, uint64_t offset, uint64_t len)
     pthread_mutex_lock (&o->lock);
     for (unsigned i = 0; o->reqs && i < o->rp.lim.credits && !hit; i++) {
       const struct req *q = &o->reqs[i];
-      hit = q->state == RQ_SETUP && is_write (&q->r) &&
+      hit = q->state == RQ_SETUP && gm_rp_op_writes (q->r.op) &&
         q->r.offset < offset + len && offset < q->r.offset + q->r.length;
     }
     pthread_mutex_unlock (&o->lock);

@@ -434,8 +434,7 @@ begin (struct client *c, struct req *q)
   /* fence.c, before any pool memory is taken: a write waiting there
    * holding some could wait for ever for a gone client's WRITE that
    * waits for that memory. */
-  if (q->r.op == GM_RP_WRITE || q->r.op == GM_RP_TRIM ||
-      q->r.op == GM_RP_ZERO)
+  if (gm_rp_op_writes (q->r.op))
     gm_rdma_fence_wait (c, q->r.offset, q->r.length);
   if (q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE)
     gm_rdma_mem_get (q);

@@ -732,8 +732,7 @@ take (struct conn *c, const struct ibv_wc *wc)
     COUNT (BC_ERRORS, 1);
   else if (r.op == GM_RP_FLUSH)
     gm_uf_flush_done (&c->uf, s->flush_mark, c->rp.lim.instance);
-  else if ((r.op == GM_RP_WRITE || r.op == GM_RP_TRIM || r.op == GM_RP_ZERO)
-           && !(r.flags & GM_RP_FLAG_FUA) && s->ack)
+  else if (gm_rp_op_writes (r.op) && !(r.flags & GM_RP_FLAG_FUA) && s->ack)
     /* Counted once the whole request succeeded (conn_acked). */
     gm_uf_reply (&c->uf, c->rp.lim.instance, s->ack);
   pthread_cond_signal (&s->done_cv);

@@ -454,6 +454,11 @@ test_errors (void)
   CHECK (gm_rp_error_known (GM_RP_EOVERFLOW) && !gm_rp_error_known (0));
   CHECK (strcmp (gm_rp_op_name (GM_RP_ZERO), "ZERO") == 0);
   CHECK (strcmp (gm_rp_op_name (200), "unknown") == 0);
+  /* The ops that change the export, from the table of ops. */
+  for (unsigned op = 0; op < GM_RP_OP_COUNT; op++)
+    CHECK (gm_rp_op_writes (op) ==
+           (op == GM_RP_WRITE || op == GM_RP_TRIM || op == GM_RP_ZERO));
+  CHECK (!gm_rp_op_writes (200));
 }
 
 /* ---- the connection state machine ------------------------------------ */
