@@ -124,7 +124,8 @@ $(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and
 $(B)/tests/unit/test-failstop: plugins/gmblock/failstop.c plugins/gmblock/gmblock.h
 $(B)/tests/unit/test-rdma-fence: filters/rdma/fence.c filters/rdma/rdma.h
 $(B)/tests/unit/test-rdma-fence-serve: filters/rdma/fence.c filters/rdma/serve.c filters/rdma/rdma.h
-$(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS)
+$(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS) \
+  -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
 # Stops the SIGUSR1 handler's write, raises the signal as it goes on (see the test).
 $(B)/tests/unit/test-statsout-usr1: UNIT_LDFLAGS = -Wl,--wrap=write -Wl,--wrap=sigaction

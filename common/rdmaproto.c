@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 4.
+/* gmblock: the RDMA transport's wire protocol, version 5.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
@@ -198,7 +198,7 @@ static const char *const op_names[GM_RP_OP_COUNT] = {
   [GM_RP_READ] = "READ", [GM_RP_WRITE] = "WRITE",
   [GM_RP_DISCONNECT] = "DISCONNECT", [GM_RP_FLUSH] = "FLUSH",
   [GM_RP_TRIM] = "TRIM", [GM_RP_CACHE] = "CACHE", [GM_RP_ZERO] = "ZERO",
-  [GM_RP_BLOCK_STATUS] = "BLOCK_STATUS",
+  [GM_RP_BLOCK_STATUS] = "BLOCK_STATUS", [GM_RP_ABANDON] = "ABANDON",
 };
 
 const char *
@@ -259,23 +259,30 @@ gm_rp_error_known (uint32_t wire)
 #define FLAGS_KNOWN (GM_RP_FLAG_FUA | GM_RP_FLAG_NO_HOLE |                \
                      GM_RP_FLAG_REQ_ONE | GM_RP_FLAG_FAST_ZERO)
 
-/* Per opcode: the flags it accepts, what it needs, its export flag. */
-enum { NEEDS_LENGTH = 1, DATA = 2, BUFFER = 4, WRITES = 8 };
+/* Per opcode: the flags it accepts, what it needs, its export flag,
+ * the protocol version that has it.  CONN_ID: the offset field holds
+ * a conn_id and the addr field a server instance (both nonzero), no
+ * offset in the export and no buffer.
+ */
+enum { NEEDS_LENGTH = 1, DATA = 2, BUFFER = 4, WRITES = 8, CONN_ID = 16 };
 static const struct {
   uint16_t flags;
   uint8_t needs;
   uint32_t tf;                  /* export flag it needs, 0: none */
+  uint16_t since;               /* version, 0: every one */
 } ops[GM_RP_OP_COUNT] = {
-  [GM_RP_READ] = { 0, NEEDS_LENGTH | DATA | BUFFER, 0 },
-  [GM_RP_WRITE] = { GM_RP_FLAG_FUA, NEEDS_LENGTH | DATA | BUFFER | WRITES, 0 },
-  [GM_RP_DISCONNECT] = { 0, 0, 0 },
-  [GM_RP_FLUSH] = { 0, 0, GM_RP_TF_FLUSH },
-  [GM_RP_TRIM] = { GM_RP_FLAG_FUA, NEEDS_LENGTH | WRITES, GM_RP_TF_TRIM },
-  [GM_RP_CACHE] = { 0, NEEDS_LENGTH, GM_RP_TF_CACHE },
+  [GM_RP_READ] = { 0, NEEDS_LENGTH | DATA | BUFFER, 0, 0 },
+  [GM_RP_WRITE] = { GM_RP_FLAG_FUA, NEEDS_LENGTH | DATA | BUFFER | WRITES,
+                    0, 0 },
+  [GM_RP_DISCONNECT] = { 0, 0, 0, 0 },
+  [GM_RP_FLUSH] = { 0, 0, GM_RP_TF_FLUSH, 0 },
+  [GM_RP_TRIM] = { GM_RP_FLAG_FUA, NEEDS_LENGTH | WRITES, GM_RP_TF_TRIM, 0 },
+  [GM_RP_CACHE] = { 0, NEEDS_LENGTH, GM_RP_TF_CACHE, 0 },
   [GM_RP_ZERO] = { GM_RP_FLAG_FUA | GM_RP_FLAG_NO_HOLE | GM_RP_FLAG_FAST_ZERO,
-                   NEEDS_LENGTH | WRITES, GM_RP_TF_ZERO },
+                   NEEDS_LENGTH | WRITES, GM_RP_TF_ZERO, 0 },
   [GM_RP_BLOCK_STATUS] = { GM_RP_FLAG_REQ_ONE, NEEDS_LENGTH | BUFFER,
-                           GM_RP_TF_BLOCK_STATUS },
+                           GM_RP_TF_BLOCK_STATUS, 0 },
+  [GM_RP_ABANDON] = { 0, CONN_ID, 0, 5 },
 };
 
 bool
@@ -338,8 +345,9 @@ gm_rp_check_request (const struct gm_rp_request *r,
   uint64_t end;
 
   /* Malformed: the peer is broken or hostile. */
-  if (r->op >= GM_RP_OP_COUNT)
-    return say (-1, why, whylen, "unknown opcode %u", r->op);
+  if (r->op >= GM_RP_OP_COUNT || l->version < ops[r->op].since)
+    return say (-1, why, whylen, "unknown opcode %u in version %u", r->op,
+                l->version);
   if (r->reserved)
     return say (-1, why, whylen, "%s: reserved field is not zero", name);
   if (r->flags & ~FLAGS_KNOWN)
@@ -351,6 +359,11 @@ gm_rp_check_request (const struct gm_rp_request *r,
   if (ops[r->op].needs & NEEDS_LENGTH) {
     if (r->length == 0)
       return say (-1, why, whylen, "%s: length is 0", name);
+  }
+  else if (ops[r->op].needs & CONN_ID) {
+    if (r->length || r->offset == 0 || r->addr == 0 || r->rkey || r->buf_len)
+      return say (-1, why, whylen, "%s: needs length 0, a conn_id (offset) "
+                  "and an instance (addr), no rkey or buffer length", name);
   }
   else if (r->length || r->offset)
     return say (-1, why, whylen, "%s: offset and length must be 0", name);
@@ -374,7 +387,7 @@ gm_rp_check_request (const struct gm_rp_request *r,
       return say (-1, why, whylen, "%s: buffer wraps around the address space",
                   name);
   }
-  else if (r->addr || r->rkey || r->buf_len)
+  else if ((r->addr && !(ops[r->op].needs & CONN_ID)) || r->rkey || r->buf_len)
     return say (-1, why, whylen, "%s: buffer given to an op without data",
                 name);
 
@@ -390,7 +403,7 @@ gm_rp_check_request (const struct gm_rp_request *r,
   if ((r->flags & GM_RP_FLAG_FAST_ZERO) && !(l->flags & GM_RP_TF_FAST_ZERO))
     return say (GM_RP_EINVAL, why, whylen,
                 "%s: FAST_ZERO not supported by the export", name);
-  if (end > l->size)
+  if (end > l->size && !(ops[r->op].needs & CONN_ID))
     /* nbdkit's choice: ENOSPC for writes, EINVAL for the rest. */
     return say (r->op == GM_RP_WRITE || r->op == GM_RP_ZERO
                 ? GM_RP_ENOSPC : GM_RP_EINVAL, why, whylen,

@@ -1,4 +1,4 @@
-/* gmblock: the RDMA transport's wire protocol, version 4 (no verbs here).
+/* gmblock: the RDMA transport's wire protocol, version 5 (no verbs here).
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * docs/rdma-protocol.md is the specification; this is its code.  Every
@@ -30,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GM_RP_VERSION        4
+#define GM_RP_VERSION        5
 #define GM_RP_VERSION_MIN    2             /* the oldest a server serves */
 #define GM_RP_HELLO_MAGIC    0x48524d47u   /* "GMRH" on the wire */
 #define GM_RP_WELCOME_MAGIC  0x57524d47u   /* "GMRW" on the wire */
@@ -49,12 +49,18 @@
 #define GM_RP_GOODBYE_SIZE   24            /* differs from a reply's */
 #define GM_RP_EXTENT_SIZE    8
 
-/* Opcodes: NBD's command numbers. */
+/* Opcodes: NBD's command numbers, and one of ours (version 5):
+ * ABANDON names, in its offset field, the conn_id of a connection of
+ * this client that broke with writes in flight, and in its addr field
+ * the server instance that connection had; that server drops it and
+ * fences what it has in the storage before it replies.
+ */
 enum gm_rp_op {
   GM_RP_READ = 0, GM_RP_WRITE = 1, GM_RP_DISCONNECT = 2, GM_RP_FLUSH = 3,
   GM_RP_TRIM = 4, GM_RP_CACHE = 5, GM_RP_ZERO = 6, GM_RP_BLOCK_STATUS = 7,
+  GM_RP_ABANDON = 8,
 };
-#define GM_RP_OP_COUNT 8
+#define GM_RP_OP_COUNT 9
 
 /* Request flags: NBD's command flag bits. */
 #define GM_RP_FLAG_FUA        (1u << 0)

@@ -24,7 +24,11 @@
  * bridge names each of its connections in the hello (conn_id, the same
  * across its reconnects): a connect request from the same host naming
  * a connection still open here replaces it, fenced first
- * (gm_rdma_fence_predecessor).
+ * (gm_rdma_fence_predecessor).  A version 5 bridge also names, by an
+ * ABANDON on another connection, one it gave up on with writes in
+ * flight, before it writes anything more (the NBD client may retry
+ * them over any connection): that one is fenced the same way
+ * (gm_rdma_fence_abandoned).
  */
 #include <inttypes.h>
 #include <string.h>
@@ -111,20 +115,44 @@ gm_rdma_is_predecessor (const struct client *o, const char *peer,
     atomic_load (&o->fence) == GM_FENCE_LIVE;
 }
 
+/* Drop and fence the connection of c's host named conn_id, other than
+ * c, if it is still open here.  Whether one was.
+ */
+static bool
+fence_named (struct client *c, uint64_t conn_id, const char *how)
+{
+  bool found = false;
+
+  pthread_mutex_lock (&gm_rdma_clients_lock);
+  for (struct client *o = gm_rdma_clients; o; o = o->next_client) {
+    if (o == c || !gm_rdma_is_predecessor (o, c->peer, conn_id))
+      continue;
+    nbdkit_debug (NAME ": %s %s connection 0x%" PRIx64 ", still open from "
+                  "%s: that one is dropped, and what it has in the storage "
+                  "lands first", c->peer, how, conn_id, o->peer);
+    gm_rdma_disconnect (o->id);
+    gm_rdma_client_ending (o);
+    found = true;
+  }
+  pthread_mutex_unlock (&gm_rdma_clients_lock);
+  return found;
+}
+
 void
 gm_rdma_fence_predecessor (struct client *c)
 {
-  pthread_mutex_lock (&gm_rdma_clients_lock);
-  for (struct client *o = gm_rdma_clients; o; o = o->next_client) {
-    if (o == c || !gm_rdma_is_predecessor (o, c->peer, c->rp.conn_id))
-      continue;
-    nbdkit_debug (NAME ": %s connects again as connection 0x%" PRIx64
-                  ", still open from %s: that one is dropped, and what it "
-                  "has in the storage lands first", c->peer, c->rp.conn_id,
-                  o->peer);
+  if (fence_named (c, c->rp.conn_id, "connects again as"))
     COUNT (RC_REPLACED, 1);
-    gm_rdma_disconnect (o->id);
-    gm_rdma_client_ending (o);
-  }
-  pthread_mutex_unlock (&gm_rdma_clients_lock);
+}
+
+/* Nothing to wait for here: from now on every WRITE, TRIM and ZERO
+ * that overlaps one the abandoned connection has in the storage waits
+ * for it (gm_rdma_fence_wait), and the bridge sends its next one only
+ * after this reply.
+ */
+void
+gm_rdma_fence_abandoned (struct client *c, uint64_t conn_id)
+{
+  if (fence_named (c, conn_id, "abandons its"))
+    COUNT (RC_ABANDONED, 1);
 }

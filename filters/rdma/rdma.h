@@ -40,7 +40,7 @@ enum {
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
   RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS,
   RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_FENCE_WAITS, RC_REPLACED,
-  RC_COUNT
+  RC_ABANDONED, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -190,6 +190,10 @@ void gm_rdma_fence_wait (const struct client *self, uint64_t offset,
  * same host with its conn_id, still open here, is dropped and fenced
  * (its bridge gave up on it and connects again). */
 void gm_rdma_fence_predecessor (struct client *c);
+/* Worker, c's ABANDON (version 5): the same for the connection of c's
+ * bridge named conn_id, which that bridge gave up on with writes in
+ * flight, before c or another connection writes over them. */
+void gm_rdma_fence_abandoned (struct client *c, uint64_t conn_id);
 /* Whether o is such a connection, that a connect request from peer
  * naming conn_id replaces (the clients lock held). */
 bool gm_rdma_is_predecessor (const struct client *o, const char *peer,

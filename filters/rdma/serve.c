@@ -484,6 +484,12 @@ begin (struct client *c, struct req *q)
     serve_extents (c, q);
     finish (c, q);
     return;
+  case GM_RP_ABANDON:
+    /* conn_id in the offset, its server instance in addr: of another
+     * process, it died with that one. */
+    if (q->r.addr == c->rp.lim.instance)
+      gm_rdma_fence_abandoned (c, q->r.offset);
+    break;
   default:                      /* not advertised: refused by the checks */
     r = -1;
     err = EINVAL;

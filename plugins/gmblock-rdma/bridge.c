@@ -57,6 +57,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_PROBES, "probes", "liveness probes: zero-length RDMA WRITEs sent after a silence with requests in flight"),
   GM_COUNTER (BC_GOODBYES, "goodbyes", "server shutdowns announced by a goodbye (writes flushed or not)"),
   GM_COUNTER (BC_RESENT, "resent", "requests the server did not serve before its goodbye, sent again after a reconnect"),
+  GM_COUNTER (BC_ABANDONS, "abandons", "connections broken with writes in flight that another connection named to the server (ABANDON) before writing"),
 };
 
 static struct gm_stats_out bstats_out =
@@ -413,6 +414,55 @@ again (int e, bool idempotent, int *resends, bool *retried)
   return true;
 }
 
+/* Tell the server connection id (of server instance 'instance') is
+ * abandoned: 0 once it replied, else like run.
+ */
+static int
+abandon_once (struct conn *c, uint64_t id, uint64_t instance)
+{
+  struct gm_rp_request r = { .op = GM_RP_ABANDON, .offset = id,
+                             .addr = instance };
+  bool waited = false;
+  int slot, e;
+
+  slot = conn_reserve (c, true, &waited);
+  if (waited)
+    COUNT (BC_CREDIT_WAITS, 1);
+  if (slot < 0)
+    return slot == CONN_UNSERVED ? slot : -1;
+  e = conn_post (c, slot, &r, NULL);
+  if (e == 0)
+    e = conn_collect (c, slot);
+  return e;
+}
+
+/* Before a WRITE, TRIM or ZERO: the server must know of every broken
+ * connection that may still have writes in its storage (abandoned.h),
+ * or one of them could land after this one.  0, or the error of the
+ * ABANDON, which becomes this request's.  The ABANDON names the
+ * instance: should c reconnect to a restarted server, that one ignores
+ * it (the connection died with the old process).
+ */
+static int
+tell_abandoned (struct conn *c)
+{
+  struct gm_ab_node *n, *self;
+  uint64_t id, instance;
+  int e = 0;
+
+  self = conn_ab (c, &instance);
+  while (e == 0 && gm_ab_take (self, instance, &id, &n)) {
+    e = abandon_once (c, id, instance);
+    gm_ab_told (n, e == 0);
+    if (e == 0)
+      COUNT (BC_ABANDONS, 1);
+    else
+      nbdkit_debug (NAME ": ABANDON of connection 0x%" PRIx64 " failed "
+                    "(%d): the write after it fails too", id, e);
+  }
+  return e;
+}
+
 /* run, sent again as again () says.  Returns 0 or -1 with the nbdkit
  * error set.
  */
@@ -423,9 +473,11 @@ request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
   int e, resends = 0;
   bool retried = false;
 
-  do
-    e = run (c, op, flags, buf, count, offset);
-  while (again (e, idempotent, &resends, &retried));
+  do {
+    e = gm_rp_op_writes (op) ? tell_abandoned (c) : 0;
+    if (e == 0)
+      e = run (c, op, flags, buf, count, offset);
+  } while (again (e, idempotent, &resends, &retried));
   return outcome (e, op, flags, count, offset);
 }
 

@@ -19,6 +19,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "abandoned.h"
 #include "counters.h"
 #include "statsout.h"
 #include "rdmaaddr.h"
@@ -31,7 +32,8 @@ enum {
   BC_CONNECTS, BC_RECONNECTS, BC_REQUESTS, BC_READ_BYTES, BC_WRITE_BYTES,
   BC_COPIED, BC_ZERO_COPY, BC_ODP_HITS, BC_ODP_MISSES, BC_POOL_WAITS,
   BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES,
-  BC_LOST_FLUSHES, BC_PROBES, BC_GOODBYES, BC_RESENT, BC_COUNT
+  BC_LOST_FLUSHES, BC_PROBES, BC_GOODBYES, BC_RESENT, BC_ABANDONS,
+  BC_COUNT
 };
 extern struct gm_counter bstats[BC_COUNT];
 #define COUNT(id, n) gm_count (&bstats[id], (n))
@@ -85,6 +87,9 @@ struct conn *conn_open (void);
 void conn_close (struct conn *c);
 const struct gm_rp_limits *conn_limits (const struct conn *c);
 unsigned conn_credits (const struct conn *c);
+/* Its node in the list of broken connections (abandoned.h), and the
+ * server instance of its latest connection. */
+struct gm_ab_node *conn_ab (struct conn *c, uint64_t *instance);
 /* Reserve a request slot.  wait (the caller has nothing in flight):
  * reconnect if the connection is dead, and wait for a free slot
  * (*waited set true when it did; the caller counts credit_waits).

@@ -123,6 +123,9 @@ struct conn {
   unsigned given_up;            /* reconnects after a shutdown that failed */
   time_t probe_sent;
   struct gm_unflushed uf;       /* its writes a FLUSH must still cover */
+  struct gm_ab_node *ab;        /* listed while broken with writes in
+                                 * flight the server may still hold */
+  uint64_t instance;            /* the server process it talks to */
   struct slot slots[GM_RP_MAX_CREDITS];
 };
 
@@ -188,6 +191,15 @@ silence_s (void)
 {
   return gmblock_rdma_debug_silence_s > 0 ? gmblock_rdma_debug_silence_s
     : SILENCE_S;
+}
+
+struct gm_ab_node *
+conn_ab (struct conn *c, uint64_t *instance)
+{
+  pthread_mutex_lock (&c->m);
+  *instance = c->instance;
+  pthread_mutex_unlock (&c->m);
+  return c->ab;
 }
 
 const struct gm_rp_limits *
@@ -459,8 +471,11 @@ connect_server (struct conn *c)
   c->leaving = false;
   c->probing = false;
   c->progress = now ();
+  c->instance = c->rp.lim.instance;
   pthread_mutex_unlock (&c->m);
   check_instance (c);
+  /* Its hello named it: the server replaced what it still held of it. */
+  gm_ab_connected (c->ab, c->instance);
   if ((errno = pthread_create (&c->thread, NULL, completion_thread, c))) {
     nbdkit_error (NAME ": %s:%s: pthread_create: %m", server.host,
                   server.port);
@@ -531,16 +546,16 @@ conn_open (void)
   c->stop_fd = eventfd (0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (c->stop_fd == -1) {
     nbdkit_error (NAME ": eventfd: %m");
-    free (c->msgs);
-    free (c);
-    return NULL;
+    goto fail;
   }
   if (gm_rp_random_id (&c->conn_id) == -1) {
     nbdkit_error (NAME ": getrandom: %m");
-    close (c->stop_fd);
-    free (c->msgs);
-    free (c);
-    return NULL;
+    goto fail;
+  }
+  /* Now, not when it breaks: then nothing may fail. */
+  if ((c->ab = gm_ab_open (c->conn_id)) == NULL) {
+    nbdkit_error (NAME ": calloc: %m");
+    goto fail;
   }
   pthread_mutex_init (&c->m, NULL);
   pthread_cond_init (&c->free_cv, NULL);
@@ -552,6 +567,13 @@ conn_open (void)
     return NULL;
   }
   return c;
+
+ fail:
+  if (c->stop_fd != -1)
+    close (c->stop_fd);
+  free (c->msgs);
+  free (c);
+  return NULL;
 }
 
 void
@@ -579,6 +601,7 @@ conn_close (struct conn *c)
   }
   teardown (c);
   gm_uf_close (&c->uf);
+  gm_ab_close (c->ab);
   close (c->stop_fd);
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++)
     pthread_cond_destroy (&c->slots[i].done_cv);
@@ -616,8 +639,23 @@ qp_error (struct conn *c)
   }
 }
 
+/* Whether a WRITE, TRIM or ZERO is in flight: the server may still
+ * have it in its storage.  Called with c->m held.
+ */
+static bool
+writes_in_flight (const struct conn *c)
+{
+  for (unsigned i = 0; i < c->rp.in_use; i++)
+    if (gm_rp_op_writes (c->rp.inflight[i].op))
+      return true;
+  return false;
+}
+
 /* The connection broke: shut the server out of our buffers, then fail
- * every request in flight.  Once; a later call does nothing.  Called
+ * every request in flight.  One that had writes in flight is listed
+ * for the others to name to the server (abandoned.h) before any of
+ * them writes again, and before the NBD client can learn the writes
+ * failed and send them again.  Once; a later call does nothing.  Called
  * with c->m held.
  */
 static void
@@ -632,6 +670,8 @@ broken (struct conn *c, const char *why)
                   server.port, why);
   qp_error (c);
   c->dead = true;
+  if (!c->closing && !c->server_left && writes_in_flight (c))
+    gm_ab_broken (c->ab, c->instance);
   if (!c->closing && !c->server_left)
     nbdkit_debug (NAME ": up to %" PRIu64 " writes acknowledged and not flushed "
                   "(all connections): a flush to the same server process "

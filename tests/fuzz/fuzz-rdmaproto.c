@@ -4,7 +4,7 @@
  * An input is a 16-byte header that sets the server's offer and the
  * client's hello (bit 7 of byte 4: an older client, whose hello says
  * version 2, or 3 with bit 0 set, and carries no connection identity;
- * else version 4 with bytes 8-15 as its identity), then records: an action byte, a length byte and that
+ * else version 5 with bytes 8-15 as its identity), then records: an action byte, a length byte and that
  * many bytes of message.  The actions drive a server and a client conn
  * through the handshake, requests, replies and the server's goodbye,
  * with arbitrary bytes wherever bytes arrive from the network.  Every
@@ -15,14 +15,14 @@
  *   - credits in use never exceed the negotiated credits (<= 128)
  *   - the handles in flight are distinct
  *   - negotiated limits pass gm_rp_check_limits and grant no more than
- *     was offered and asked; the negotiated version is the hello's, 2,
- *     3 or 4, and so is the server's connection identity (0 before 4)
+ *     was offered and asked; the negotiated version is the hello's, 2
+ *     to 5, and so is the server's connection identity (0 before 4)
  *   - every request in flight is well formed, and the ones accepted
  *     (not refused with an error) obey the limits: written out here
  *     again from docs/rdma-protocol.md, not by calling the checker
  *   - both sides give the same verdict on the same request
  *   - the server makes a goodbye exactly when its conn is READY or
- *     CLOSING in version 3 or 4, and a refusal leaves the conn as it was;
+ *     CLOSING in version 3 or later, and a refusal leaves the conn as it was;
  *     the client takes exactly the goodbyes the protocol page allows
  *     (checked against the bytes, not by calling the decoder), is GONE
  *     after one and FAILED after any other
@@ -111,6 +111,12 @@ assert_obeys (const struct gm_rp_request *r, const struct gm_rp_limits *l)
     ASSERT ((r->flags & ~GM_RP_FLAG_REQ_ONE) == 0);
     buf_need = GM_RP_EXTENT_SIZE;
     break;
+  case GM_RP_ABANDON:
+    /* A conn_id and a server instance, nothing of the export. */
+    ASSERT (l->version >= 5 && r->reserved == 0 && r->flags == 0);
+    ASSERT (r->length == 0 && r->offset != 0 && r->addr != 0);
+    ASSERT (r->rkey == 0 && r->buf_len == 0);
+    return;
   default:
     die ("accepted an unknown opcode or a DISCONNECT in flight");
   }
@@ -145,12 +151,12 @@ assert_conn (const struct gm_rp_conn *c, const struct gm_rp_limits *offer,
   ASSERT (gm_rp_conn_credits_free (c) <= c->lim.credits);
   ASSERT (c->lim.credits <= asked->credits &&
           c->lim.max_request <= asked->max_request);
-  /* The version is the hello's, one of 2, 3 and 4; so is the
-   * connection identity, which only version 4 may carry. */
+  /* The version is the hello's, one of 2 to 5; so is the connection
+   * identity, which only version 4 and later may carry. */
   ASSERT (c->lim.version == asked->version);
-  ASSERT (c->lim.version >= 2 && c->lim.version <= 4);
+  ASSERT (c->lim.version >= 2 && c->lim.version <= 5);
   ASSERT (c->conn_id == asked->conn_id);
-  ASSERT (c->lim.version == 4 || c->conn_id == 0);
+  ASSERT (c->lim.version >= 4 || c->conn_id == 0);
   if (c->role == GM_RP_SERVER)
     ASSERT (c->lim.credits <= offer->credits &&
             c->lim.max_request <= offer->max_request &&

@@ -17,7 +17,8 @@ import struct
 import sys
 
 HELLO, WELCOME, REQUEST, END, BEGIN, REPLY, BOTH, CODEC, GOODBYE, BYE = range(10)
-READ, WRITE, DISCONNECT, FLUSH, TRIM, CACHE, ZERO, BLOCK_STATUS = range(8)
+READ, WRITE, DISCONNECT, FLUSH, TRIM, CACHE, ZERO, BLOCK_STATUS, ABANDON = \
+    range(9)
 FUA, NO_HOLE, REQ_ONE, FAST_ZERO = 1, 2, 8, 16
 TF_ALL = (1 << 2) | (1 << 3) | (1 << 5) | (1 << 6) | (1 << 8) | (1 << 10) \
     | (1 << 11) | (1 << 15)
@@ -136,6 +137,14 @@ SEEDS = {
     + rec(REQUEST, request(BLOCK_STATUS, 14, 0, 64 << 20, REQ_ONE))
     + rec(END, bytes([0])) + rec(END, bytes([3]))
     + rec(REQUEST, request(DISCONNECT, 0)),
+    # Version 5: an ABANDON names a conn_id (offset) and an instance
+    # (addr); an older client's (version 2 or 3) is malformed.
+    "abandon": header() + CONNECT
+    + rec(BOTH, request(ABANDON, 1, 0x1122334455667788, buf=(INSTANCE, 0, 0)))
+    + rec(END, bytes([0])) + rec(REPLY, reply(1))
+    + rec(BOTH, request(ABANDON, 2, 0, buf=(INSTANCE, 0, 0))),
+    "abandon-old-client": header(old_client=True) + CONNECT
+    + rec(BOTH, request(ABANDON, 1, 7, buf=(INSTANCE, 0, 0))),
     "refused-requests": header(flags=TF_READ_ONLY | (1 << 2)) + CONNECT
     + rec(REQUEST, request(WRITE, 1, 0, 512))
     + rec(REQUEST, request(READ, 2, 64 << 20, 512))

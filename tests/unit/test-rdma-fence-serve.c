@@ -7,8 +7,10 @@
  * RDMA READ when a case holds it; request memory comes from a real
  * pool.  A gone client's write in the storage holds a live client's
  * overlapping WRITE, TRIM and ZERO; a waiter holds no pool memory,
- * which a gone client's WRITE may be waiting for; and ending a client
- * from another thread than its poller is no data race.
+ * which a gone client's WRITE may be waiting for; ending a client
+ * from another thread than its poller is no data race; and a client's
+ * ABANDON (protocol version 5) fences the connection it names, of its
+ * host and of this server instance only, before its reply.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -240,19 +242,45 @@ teardown (void)
   gm_pool_destroy (gm_rdma_pool);
 }
 
+/* rdma_disconnect and rdma_notify (-Wl,--wrap): the queue pair flushes
+ * what is posted from now on, as the poller would make it. */
+int __wrap_rdma_disconnect (struct rdma_cm_id *id);
+int __wrap_rdma_notify (struct rdma_cm_id *id, enum ibv_event_type event);
+
+int
+__wrap_rdma_disconnect (struct rdma_cm_id *id)
+{
+  struct fake *f = id->qp->qp_context;
+
+  atomic_store (&f->flushed, true);
+  return 0;
+}
+
+int
+__wrap_rdma_notify (struct rdma_cm_id *id, enum ibv_event_type event)
+{
+  return 0;
+}
+
 static void
-submit (struct fake *f, uint8_t op, uint64_t off, uint32_t len)
+submit_req (struct fake *f, struct gm_rp_request r)
 {
   static uint64_t handle;
-  struct gm_rp_request r = { .op = op, .offset = off, .length = len,
-                             .handle = ++handle };
   struct req *q;
 
+  r.handle = ++handle;
   pthread_mutex_lock (&f->c.lock);
   q = free_req (&f->c);
   CHECK (q != NULL);
   queue_req (&f->c, q, &r, 0);
   pthread_mutex_unlock (&f->c.lock);
+}
+
+static void
+submit (struct fake *f, uint8_t op, uint64_t off, uint32_t len)
+{
+  submit_req (f, (struct gm_rp_request) { .op = op, .offset = off,
+                                          .length = len });
 }
 
 /* Wait up to 10 s (a loaded machine, TSan) for *v to reach n. */
@@ -376,10 +404,73 @@ poller_sees_end (void)
   teardown ();
 }
 
+/* Two connections of one bridge (its host, its conn_ids): 1 has a
+ * WRITE in the storage and looks healthy here (the network cut it off
+ * from its bridge, which failed the write).  0 says so (ABANDON), then
+ * writes over it: the ABANDON drops and fences 1, and 0's WRITE waits
+ * for 1's to land.  An ABANDON naming another server instance, or a
+ * connection of another host, changes nothing. */
+#define INSTANCE 0x5eed5eed5eedull
+
+static void
+abandon_case (uint64_t instance, const char *peer1, bool fences)
+{
+  setup (1024 * K);
+  gm_rdma_stats[RC_ABANDONED].value = 0;
+  fake_start (&fk[0], 2);
+  fake_start (&fk[1], 1);
+  snprintf (fk[0].c.peer, sizeof fk[0].c.peer, "10.77.0.2:41000");
+  snprintf (fk[1].c.peer, sizeof fk[1].c.peer, "%s", peer1);
+  fk[0].c.rp.conn_id = 0xb0;
+  fk[1].c.rp.conn_id = 0xa1;
+  fk[0].c.rp.lim.instance = fk[1].c.rp.lim.instance = INSTANCE;
+  atomic_store (&fk[1].hold_below, true);
+  submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
+  CHECK (reaches (&fk[1].in_below, 1));
+  submit_req (&fk[0], (struct gm_rp_request) {
+      .op = GM_RP_ABANDON, .offset = 0xa1, .addr = instance });
+  /* Its reply went out: only then may the bridge write. */
+  for (int i = 0; i < 10000 && fk[0].reqs[0].state != RQ_FREE; i++)
+    usleep (1000);
+  CHECK_EQ_U64 (fk[0].reqs[0].state, RQ_FREE);
+  CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_ABANDONED]), fences);
+  CHECK_EQ_U64 (atomic_load (&fk[1].c.fence),
+                fences ? GM_FENCE_ENDING : GM_FENCE_LIVE);
+  CHECK_EQ_U64 (atomic_load (&fk[1].flushed), fences);
+  submit (&fk[0], GM_RP_WRITE, 0, 64 * K);
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&fk[0].in_below), !fences);
+  atomic_store (&fk[1].hold_below, false);
+  CHECK (reaches (&fk[0].landed, 1));
+  CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]), fences);
+  teardown ();
+}
+
+static void
+abandon_fences (void)
+{
+  abandon_case (INSTANCE, "10.77.0.2:41001", true);
+}
+
+static void
+abandon_other_instance (void)
+{
+  abandon_case (INSTANCE + 1, "10.77.0.2:41001", false);
+}
+
+static void
+abandon_other_host (void)
+{
+  abandon_case (INSTANCE, "10.77.0.3:41001", false);
+}
+
 static const struct unit_case cases[] = {
   { "holds_live", holds_live },
   { "waiter_holds_no_pool", waiter_holds_no_pool },
   { "poller_sees_end", poller_sees_end },
+  { "abandon_fences", abandon_fences },
+  { "abandon_other_instance", abandon_other_instance },
+  { "abandon_other_host", abandon_other_host },
 };
 
 int

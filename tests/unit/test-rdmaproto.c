@@ -29,6 +29,7 @@ static const struct gm_rp_limits lim = {
            GM_RP_TF_MULTI_CONN,
   .min_block = 512, .pref_block = 4096, .max_block = 32 * M,
   .max_request = 1 * M, .instance = 0x1122334455667788ull,
+  .version = GM_RP_VERSION,
 };
 
 static struct gm_rp_request
@@ -214,8 +215,10 @@ test_short_buffers (void)
 #define WR(off, len) .op = GM_RP_WRITE, .offset = (off), .length = (len), BUF (len)
 #define BS(len) .op = GM_RP_BLOCK_STATUS, .length = (len), BUF (64)
 #define OP(o, off, len) .op = (o), .offset = (off), .length = (len)
+/* ABANDON: a conn_id in the offset, the server instance in addr. */
+#define AB(id, inst) .op = GM_RP_ABANDON, .offset = (id), .addr = (inst)
 #define U64MAX UINT64_MAX
-enum { ALL, RO, RO_TRIM, ZERO_ONLY };   /* which limits */
+enum { ALL, RO, RO_TRIM, ZERO_ONLY, V4 };   /* which limits */
 /* Each case overrides a field of a valid request: that is the point. */
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Woverride-init"
@@ -238,10 +241,25 @@ static const struct {
   { { RD (0, 4096), .buf_len = 8192 }, ALL, 0, NULL },  /* larger buffer */
   { { RD (0, 4096) }, RO, 0, NULL },
   { { OP (GM_RP_FLUSH, 0, 0) }, RO, 0, NULL },
+  /* Not an offset in the export, not a buffer; read-only exports too. */
+  { { AB (U64MAX, U64MAX) }, ALL, 0, NULL },
+  { { AB (1, 1) }, RO, 0, NULL },
+  { { WR (0, 4096) }, V4, 0, NULL },
 
   /* Malformed: -1, the client is dropped. */
-  { { RD (0, 4096), .op = 8 }, ALL, -1, "unknown opcode 8" },
+  { { RD (0, 4096), .op = 9 }, ALL, -1, "unknown opcode 9 in version 5" },
   { { RD (0, 4096), .op = 255 }, ALL, -1, "unknown opcode 255" },
+  { { AB (1, 1) }, V4, -1, "unknown opcode 8 in version 4" },
+  { { AB (0, 1) }, ALL, -1, "ABANDON: needs length 0, a conn_id (offset) "
+    "and an instance (addr), no rkey or buffer length" },
+  { { AB (1, 0) }, ALL, -1, "ABANDON: needs length 0, a conn_id" },
+  { { AB (1, 1), .length = 1 }, ALL, -1, "ABANDON: needs length 0" },
+  { { AB (1, 1), .rkey = 1 }, ALL, -1, "ABANDON: needs length 0" },
+  { { AB (1, 1), .buf_len = 8 }, ALL, -1, "ABANDON: needs length 0" },
+  { { AB (1, 1), .flags = GM_RP_FLAG_FUA }, ALL, -1,
+    "ABANDON: flags 0x1 not valid on ABANDON" },
+  { { AB (1, 1), .reserved = 1 }, ALL, -1,
+    "ABANDON: reserved field is not zero" },
   { { RD (0, 4096), .reserved = 1 }, ALL, -1,
     "READ: reserved field is not zero" },
   { { WR (0, 4096), .flags = 1u << 2 }, ALL, -1, "WRITE: unknown flags 0x4" },
@@ -314,11 +332,12 @@ static const struct {
 static void
 test_check_request (void)
 {
-  struct gm_rp_limits l[4] = { lim, lim, lim, lim };
+  struct gm_rp_limits l[5] = { lim, lim, lim, lim, lim };
 
   l[RO].flags = GM_RP_TF_READ_ONLY | GM_RP_TF_FLUSH;
   l[RO_TRIM].flags = GM_RP_TF_READ_ONLY | GM_RP_TF_TRIM;
   l[ZERO_ONLY].flags = GM_RP_TF_ZERO;
+  l[V4].version = 4;
   for (size_t i = 0; i < sizeof request_cases / sizeof request_cases[0]; i++) {
     const struct gm_rp_request *r = &request_cases[i].r;
     int got;
@@ -543,9 +562,9 @@ test_handshake (void)
   } while (0)
   REFUSED (h_.magic = 0x4e42444d, GM_RP_EINVAL, "bad hello magic 0x4e42444d");
   REFUSED (h_.version = 1, GM_RP_ENOTSUP,
-           "version 1 not supported (server speaks 2 to 4)");
-  REFUSED (h_.version = 5, GM_RP_ENOTSUP,
-           "version 5 not supported (server speaks 2 to 4)");
+           "version 1 not supported (server speaks 2 to 5)");
+  REFUSED (h_.version = 6, GM_RP_ENOTSUP,
+           "version 6 not supported (server speaks 2 to 5)");
   REFUSED (h_.version = 0, GM_RP_ENOTSUP, "version 0 not supported");
   REFUSED (h_.version = 0xffff, GM_RP_ENOTSUP, "version 65535 not supported");
   /* Version 2, the oldest served, is judged like 3 past the version. */
@@ -592,9 +611,9 @@ test_handshake (void)
   WELCOME ((w_.error = GM_RP_ENOTSUP, strcpy (w_.reason, "go away")),
            "server refused with error 95: go away");
   WELCOME (w_.magic = GM_RP_HELLO_MAGIC, "bad welcome magic 0x48524d47");
-  WELCOME (w_.version = 2, "server speaks version 2, not 4");
-  WELCOME (w_.version = 3, "server speaks version 3, not 4");
-  WELCOME (w_.version = 5, "server speaks version 5, not 4");
+  WELCOME (w_.version = 2, "server speaks version 2, not 5");
+  WELCOME (w_.version = 4, "server speaks version 4, not 5");
+  WELCOME (w_.version = 6, "server speaks version 6, not 5");
   WELCOME (w_.instance = 0, "welcome: instance is 0");
   WELCOME (w_.reason[0] = '\n', "reason not printable and NUL-padded");
   WELCOME (w_.reason[47] = 'x', "reason not printable and NUL-padded");
@@ -808,10 +827,29 @@ test_versions (void)
   connect_version (&cl, &sv, 4, 3);
   CHECK_EQ_U64 (sv.lim.version, 3);
   CHECK_EQ_U64 (sv.conn_id, 0);
-  /* ... and version 4 as 4, the client's identity read at offset 12
-   * (little-endian), 0 (none) too. */
-  connect_pair (&cl, &sv, 4);
+  /* ... version 4 as 4, with no ABANDON (a server of version 4 would
+   * drop the client for it) ... */
+  connect_version (&cl, &sv, 4, 4);
   CHECK_EQ_U64 (sv.lim.version, 4);
+  r = (struct gm_rp_request) { AB (7, lim.instance), .handle = 1 };
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == -1);
+  CHECK_WHY ("unknown opcode 8 in version 4");
+  CHECK (take (&sv, r) == -1);
+  CHECK_WHY ("unknown opcode 8 in version 4");
+  /* ... and version 5 as 5, where an ABANDON is a request like the
+   * others: a credit, a reply with no count. */
+  connect_pair (&cl, &sv, 4);
+  CHECK_EQ_U64 (sv.lim.version, 5);
+  r = (struct gm_rp_request) { AB (7, lim.instance), .handle = 9 };
+  CHECK (gm_rp_conn_request_begin (&cl, &r, why, sizeof why) == 0);
+  CHECK (take (&sv, r) == 0);
+  CHECK_EQ_U64 (gm_rp_conn_credits_free (&sv), 3);
+  CHECK (gm_rp_conn_request_end (&sv, 9, NULL, why, sizeof why) == 0);
+  CHECK (reply (&cl, 9, 0, 0) == 0);
+  CHECK_EQ_U64 (gm_rp_conn_credits_free (&cl), 4);
+  /* The client's identity is read at offset 12 (little-endian), 0
+   * (none) too. */
+  connect_pair (&cl, &sv, 4);
   CHECK_EQ_U64 (sv.conn_id, 0);
   gm_rp_conn_init (&cl, GM_RP_CLIENT);
   cl.conn_id = 0x8877665544332211ull;
@@ -906,7 +944,7 @@ test_goodbye (void)
   CHECK_EQ_U64 (gm_rp_conn_credits_free (&sv), 0);
   /* Nothing more on either side. */
   CHECK (gm_rp_conn_goodbye (&sv, true, &g, why, sizeof why) == -1);
-  CHECK_WHY ("no goodbye: server side, state gone, version 4");
+  CHECK_WHY ("no goodbye: server side, state gone, version 5");
   CHECK (sv.state == GM_RP_GONE);
   CHECK (take (&sv, req (GM_RP_READ, 1, 0, 4096)) == -1);
   CHECK_WHY ("request in state gone");
@@ -935,7 +973,7 @@ test_goodbye (void)
   connect_pair (&cl, &sv, 4);
   CHECK (take (&sv, req (GM_RP_READ, 1, 0, 4096)) == 0);
   CHECK (say_goodbye (&sv, true, b) == -1);
-  CHECK_WHY ("no goodbye: server side, state ready, version 4, "
+  CHECK_WHY ("no goodbye: server side, state ready, version 5, "
              "1 requests in flight");
   CHECK (sv.state == GM_RP_READY);
   CHECK (gm_rp_conn_request_end (&sv, 1, NULL, why, sizeof why) == 0);
@@ -994,7 +1032,7 @@ test_goodbye (void)
    */
   connect_pair (&cl, &sv, 4);
   CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);
-  CHECK_WHY ("no goodbye: client side, state ready, version 4");
+  CHECK_WHY ("no goodbye: client side, state ready, version 5");
   CHECK (cl.state == GM_RP_READY);
   gm_rp_conn_init (&cl, GM_RP_CLIENT);
   CHECK (gm_rp_conn_goodbye (&cl, true, &g, why, sizeof why) == -1);

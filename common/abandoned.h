@@ -1,0 +1,70 @@
+/* gmblock: the RDMA bridge's broken connections that the server must
+ * still be told about (protocol version 5, ABANDON; no verbs here).
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * A connection broken by the network may still look open to the server,
+ * with a WRITE of it sleeping in the server's storage, which the bridge
+ * has already failed (EIO).  The NBD client may write those bytes again
+ * over any other connection of the bridge (multi-conn) or a new one,
+ * and have it acknowledged; then the old write lands over it.  The
+ * server holds later writes back behind a connection it knows is gone
+ * (filters/rdma/fence.c); a connection that reconnects tells it by its
+ * conn_id, but the others must say it: before a connection sends its
+ * next WRITE, TRIM or ZERO, it sends an ABANDON naming each broken one
+ * that may still be open in the same server process, and waits for
+ * the reply.  This list says which, and makes sure one connection tells
+ * and the others wait for that.
+ *
+ * A node per bridge connection, allocated when it opens (nothing is
+ * allocated when it breaks).  Listed when the connection breaks with a
+ * write in flight; unlisted when the server has been told (by an
+ * ABANDON, or by the connection's own reconnect), or when a connection
+ * reaches another server instance (the old process, and its writes in
+ * flight, are gone).  A node outlives its connection's close while
+ * listed.  Callers may hold their own locks; nothing here blocks
+ * except gm_ab_take.
+ */
+#ifndef GMBLOCK_ABANDONED_H
+#define GMBLOCK_ABANDONED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+struct gm_ab_node;
+
+/* A connection opens, named conn_id: its node, or NULL (ENOMEM). */
+struct gm_ab_node *gm_ab_open (uint64_t conn_id);
+/* It closes: the node is freed now, or once it is unlisted. */
+void gm_ab_close (struct gm_ab_node *n);
+
+/* It broke with a WRITE, TRIM or ZERO in flight, connected to server
+ * instance 'instance': listed (once; again after it was told).  Before
+ * the failed requests are reported to anyone.
+ */
+void gm_ab_broken (struct gm_ab_node *n, uint64_t instance);
+
+/* Some connection (n: this one's node) connected to 'instance': n's own
+ * listing ends (its hello named it: the server replaced it), and so do
+ * those of other instances.
+ */
+void gm_ab_connected (struct gm_ab_node *n, uint64_t instance);
+
+/* Before a WRITE, TRIM or ZERO on the connection of node self, to
+ * 'instance'.  Returns false when no listed connection of that
+ * instance other than self is left to tell (having waited while
+ * another connection tells one: self's own listing is for its
+ * reconnect, which tells the server by itself); true with *id
+ * set to one to tell (an ABANDON naming it), and *told to pass to
+ * gm_ab_told with the outcome.  Lock-free when nothing is listed.
+ */
+bool gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
+                 uint64_t *id, struct gm_ab_node **told);
+/* The ABANDON for *told ended: ok, the server has fenced it (or never
+ * had it); not ok, it stays listed for the next writer.
+ */
+void gm_ab_told (struct gm_ab_node *told, bool ok);
+
+/* Connections listed now (the bridge's stats and tests). */
+unsigned gm_ab_listed (void);
+
+#endif /* GMBLOCK_ABANDONED_H */

@@ -1,0 +1,210 @@
+/* Unit test: common/abandoned.c, the bridge's broken connections that
+ * the server must be told about before the next write.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+#include "unit.h"
+#include "abandoned.h"
+
+#define I1 0x1111
+#define I2 0x2222
+
+/* Tell every listed connection of instance as connection self would,
+ * each told ok; how many. */
+static unsigned
+tell_all (struct gm_ab_node *self, uint64_t instance)
+{
+  struct gm_ab_node *n;
+  uint64_t id;
+  unsigned told = 0;
+
+  while (gm_ab_take (self, instance, &id, &n)) {
+    gm_ab_told (n, true);
+    told++;
+  }
+  return told;
+}
+
+static void
+basics (void)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb);
+  struct gm_ab_node *n;
+  uint64_t id = 0;
+
+  CHECK (a && b);
+  /* Nothing broke: nothing to tell. */
+  CHECK (!gm_ab_take (b, I1, &id, &n));
+  /* a broke with writes in flight: b names it, once. */
+  gm_ab_broken (a, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK (!gm_ab_take (a, I1, &id, &n));    /* its own: its reconnect tells */
+  CHECK (!gm_ab_take (b, I2, &id, &n));    /* another server process */
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  CHECK_EQ_U64 (id, 0xa);
+  gm_ab_told (n, true);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  CHECK (!gm_ab_take (b, I1, &id, &n));
+  /* A failed ABANDON leaves it for the next writer. */
+  gm_ab_broken (a, I1);
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  gm_ab_told (n, false);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK_EQ_U64 (tell_all (b, I1), 1);
+  /* Breaking twice lists once. */
+  gm_ab_broken (a, I1);
+  gm_ab_broken (a, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK_EQ_U64 (tell_all (b, I1), 1);
+  gm_ab_close (a);
+  gm_ab_close (b);
+  gm_ab_close (NULL);
+}
+
+static void
+connected (void)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb),
+    *c = gm_ab_open (0xc);
+
+  /* a's reconnect tells the server itself. */
+  gm_ab_broken (a, I1);
+  gm_ab_connected (a, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  /* Another connection reaching the same instance changes nothing ... */
+  gm_ab_broken (a, I1);
+  gm_ab_broken (b, I1);
+  gm_ab_connected (c, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 2);
+  /* ... a new instance: the old process and its writes are gone. */
+  gm_ab_connected (c, I2);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  CHECK_EQ_U64 (tell_all (c, I1), 0);
+  /* Listed for the instance it broke from, even after others moved. */
+  gm_ab_broken (a, I2);
+  CHECK_EQ_U64 (tell_all (c, I1), 0);
+  CHECK_EQ_U64 (tell_all (c, I2), 1);
+  gm_ab_close (a);
+  gm_ab_close (b);
+  gm_ab_close (c);
+}
+
+/* A connection that closes while listed is still told about; its node
+ * is freed after (LeakSanitizer, valgrind: by make check's runs). */
+static void
+closed_while_listed (void)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb), *n;
+  uint64_t id;
+
+  gm_ab_broken (a, I1);
+  gm_ab_close (a);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  CHECK_EQ_U64 (id, 0xa);
+  gm_ab_told (n, true);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  /* Closed while being told, and unlisted meanwhile by a new instance. */
+  a = gm_ab_open (0xa);
+  gm_ab_broken (a, I1);
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  gm_ab_close (a);
+  gm_ab_connected (b, I2);
+  gm_ab_told (n, true);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  gm_ab_close (b);
+}
+
+/* a broke, b tells; meanwhile a reconnected and broke again: that
+ * second break was not told by b's ABANDON, so it stays listed. */
+static void
+broke_again_while_told (void)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb), *n;
+  uint64_t id;
+
+  gm_ab_broken (a, I1);
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  gm_ab_connected (a, I1);
+  gm_ab_broken (a, I1);
+  gm_ab_told (n, true);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK_EQ_U64 (tell_all (b, I1), 1);
+  gm_ab_close (a);
+  gm_ab_close (b);
+}
+
+/* While b tells about a, c's write waits for that, and then has
+ * nothing to tell (ok) or tells it itself (failed). */
+static struct gm_ab_node *waiter_self;
+static _Atomic int waiter_state;        /* 1 waiting, 2 nothing, 3 took */
+
+static void *
+waiter (void *arg)
+{
+  struct gm_ab_node *n;
+  uint64_t id;
+
+  atomic_store (&waiter_state, 1);
+  if (gm_ab_take (waiter_self, I1, &id, &n)) {
+    gm_ab_told (n, true);
+    atomic_store (&waiter_state, 3);
+  }
+  else
+    atomic_store (&waiter_state, 2);
+  return NULL;
+}
+
+static void
+one_tells_others_wait_for (bool ok)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb), *n;
+  pthread_t t;
+  uint64_t id;
+
+  waiter_self = gm_ab_open (0xc);
+  atomic_store (&waiter_state, 0);
+  gm_ab_broken (a, I1);
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  CHECK (pthread_create (&t, NULL, waiter, NULL) == 0);
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&waiter_state), 1);
+  gm_ab_told (n, ok);
+  pthread_join (t, NULL);
+  CHECK_EQ_U64 (atomic_load (&waiter_state), ok ? 2 : 3);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  gm_ab_close (a);
+  gm_ab_close (b);
+  gm_ab_close (waiter_self);
+}
+
+static void
+others_wait_ok (void)
+{
+  one_tells_others_wait_for (true);
+}
+
+static void
+others_wait_failed (void)
+{
+  one_tells_others_wait_for (false);
+}
+
+static const struct unit_case cases[] = {
+  { "basics", basics },
+  { "connected", connected },
+  { "closed_while_listed", closed_while_listed },
+  { "broke_again_while_told", broke_again_while_told },
+  { "others_wait_ok", others_wait_ok },
+  { "others_wait_failed", others_wait_failed },
+};
+
+int
+main (int argc, char *argv[])
+{
+  UNIT_RUN_CASES (cases, argc, argv);
+  UNIT_DONE ();
+}
