@@ -20,7 +20,7 @@
 # ERR); real NICs do not do that.
 # lab-disks: virtio:32M
 # lab-kernel: trixie-backports
-# lab-timeout: 700
+# lab-timeout: 800
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk sch_netem
 rxe_pair netns
@@ -132,7 +132,10 @@ step "a write held in the server's storage when the network fails lands before a
 # and, once the network is back, reconnects naming the connection again
 # (protocol version 4): the server drops the old one and holds the ZERO
 # over the old write until it has landed.  A second old write,
-# overlapped by nothing, proves they land.
+# overlapped by nothing, proves they land.  Then the same with the ZERO
+# sent over another NBD connection of the bridge, which the broken one
+# never reconnects before: the bridge must name it first (ABANDON,
+# protocol version 5).
 load sch_prio cls_u32 act_gact
 # dreq on|off: the client's CM disconnect requests dropped on their way
 # to the server, nothing else: RoCEv2 (UDP 4791), the MAD's attribute
@@ -148,19 +151,31 @@ dreq() {
         must ip netns exec gmcl tc qdisc del dev gmr1 root
     fi
 }
-# rdma-max-clients=1: the bridge's one connection; its reconnect must
-# replace the old one, not be refused as one client too many.
-serve srv2 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- \
-    rdma=10.77.0.1 delay-write=40 rdma-max-clients=1 rdma-stats="$LAB_OUT/srv2.rdma-stats"
-bridge br2 10.77.0.1 -D gmblock-rdma.silence_s=5
-rm -f "$LAB_RUN/zsent" "$LAB_RUN/zfailed" "$LAB_RUN/zhealed"
-t0=$(date +%s)
-python3 - "nbd+unix:///?socket=$LAB_RUN/br2.sock" "$LAB_RUN" <<'PY' &
+# held_write NAME same|other MAX_CLIENTS: two writes held 40 s in the
+# server's storage (nbdkit's delay filter) fail in the dead network;
+# once it is back, a ZERO over the first goes over the same NBD
+# connection (it reconnects naming itself: version 4, counted in
+# clients_replaced) or over another one of the same bridge, opened
+# before the failure and idle since (the bridge names the broken one in
+# an ABANDON first: version 5, clients_abandoned).  Either way the old
+# write must land before the ZERO, and the second one must land.
+held_write() {
+    local name=$1 over=$2 maxc=$3 t0 counter
+    serve $name 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- \
+        rdma=10.77.0.1 delay-write=40 rdma-max-clients=$maxc \
+        rdma-stats="$LAB_OUT/$name.rdma-stats"
+    bridge br$name 10.77.0.1 -D gmblock-rdma.silence_s=5
+    rm -f "$LAB_RUN/zsent" "$LAB_RUN/zfailed" "$LAB_RUN/zhealed"
+    t0=$(date +%s)
+    python3 - "nbd+unix:///?socket=$LAB_RUN/br$name.sock" "$LAB_RUN" $over <<'PY' &
 import os, sys, time, nbd
 sys.path.insert(0, os.environ["LAB_REPO"] + "/tests/vm/guest")
 import nbdaio
-uri, run = sys.argv[1:]
+uri, run, over = sys.argv[1:]
 h = nbd.NBD(); h.connect_uri(uri)
+g = h
+if over == "other":
+    g = nbd.NBD(); g.connect_uri(uri)
 cookies = [h.aio_pwrite(b"\xaa" * 65536, off) for off in (0, 1 << 20)]
 open(run + "/zsent", "w").close()
 t0 = time.monotonic()
@@ -177,30 +192,43 @@ for _ in range(1500):
     time.sleep(0.1)
 t = time.monotonic()
 try:
-    h.zero(65536, 0)
+    g.zero(65536, 0)
 except nbd.Error as e:
-    sys.exit("the ZERO after the network came back failed: %s" % e)
-print("the ZERO over the failed write took %.0f s" % (time.monotonic() - t))
+    sys.exit("the ZERO (over the %s connection) after the network came back "
+             "failed: %s" % (over, e))
+print("the ZERO over the failed write, on the %s connection, took %.0f s"
+      % (over, time.monotonic() - t))
 PY
-py=$!
-await_file "$LAB_RUN/zsent" $py 60 "the writes were not sent"
-sleep 2
-loss on
-for i in $(seq 700); do [ -e "$LAB_RUN/zfailed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
-loss off
-dreq on
-touch "$LAB_RUN/zhealed"
-wait $py || { dreq off; fail "see above"; }
-dreq off
-# Both old writes land 40 s after they were sent.
-while [ $(($(date +%s) - t0)) -lt 46 ]; do sleep 1; done
-stop br2
-stop srv2
-[ "$(dd if=/dev/vda bs=64K count=1 iflag=direct status=none | tr -d '\0' | wc -c)" = 0 ] ||
-    fail "the write that failed in the dead network landed over the later ZERO"
-[ "$(dd if=/dev/vda bs=64K skip=16 count=1 iflag=direct status=none | tr -d '\252' | wc -c)" = 0 ] ||
-    fail "the old write at 1M never landed: nothing was tested"
-echo "server: $(grep -E 'clients_replaced|fence_waits' "$LAB_OUT/srv2.rdma-stats" | tr '\n' ' ')"
-counter_above clients_replaced "$(rdma_counter srv2.rdma-stats clients_replaced)" 0 "the reconnect replaced the connection the server still held"
-counter_above fence_waits "$(rdma_counter srv2.rdma-stats fence_waits)" 0 "the ZERO waited for the old write"
+    local py=$!
+    await_file "$LAB_RUN/zsent" $py 60 "the writes were not sent"
+    sleep 2
+    loss on
+    for i in $(seq 700); do [ -e "$LAB_RUN/zfailed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
+    loss off
+    dreq on
+    touch "$LAB_RUN/zhealed"
+    wait $py || { dreq off; fail "see above"; }
+    dreq off
+    # Both old writes land 40 s after they were sent.
+    while [ $(($(date +%s) - t0)) -lt 46 ]; do sleep 1; done
+    stop br$name
+    stop $name
+    [ "$(dd if=/dev/vda bs=64K count=1 iflag=direct status=none | tr -d '\0' | wc -c)" = 0 ] ||
+        fail "the write that failed in the dead network landed over the later ZERO (sent over the $over connection)"
+    [ "$(dd if=/dev/vda bs=64K skip=16 count=1 iflag=direct status=none | tr -d '\252' | wc -c)" = 0 ] ||
+        fail "the old write at 1M never landed: nothing was tested"
+    echo "server: $(grep -E 'clients_replaced|clients_abandoned|fence_waits' "$LAB_OUT/$name.rdma-stats" | tr '\n' ' ')"
+    echo "bridge: $(grep -E 'abandons|reconnects' "$LAB_OUT/br$name.stats" | tr '\n' ' ')"
+    if [ $over = same ]; then counter=clients_replaced; else counter=clients_abandoned; fi
+    counter_above $counter "$(rdma_counter $name.rdma-stats $counter)" 0 "the server dropped the connection it still held"
+    counter_above fence_waits "$(rdma_counter $name.rdma-stats fence_waits)" 0 "the ZERO waited for the old write"
+    [ $over = same ] ||
+        counter_above abandons "$(rdma_counter br$name.stats abandons)" 0 "the bridge named the broken connection"
+    dd if=/dev/zero of=/dev/vda bs=1M count=2 oflag=direct status=none
+}
+# rdma-max-clients=1: the bridge's one connection; its reconnect must
+# replace the old one, not be refused as one client too many.
+held_write srv2 same 1
+step "the same, with the ZERO sent over another NBD connection of the bridge (multi-conn)"
+held_write srv3 other 2
 echo "rdma-netloss: all checks passed"
