@@ -412,6 +412,18 @@ poller_sees_end (void)
  * connection of another host, changes nothing. */
 #define INSTANCE 0x5eed5eed5eedull
 
+/* Every request of f answered (the workers write the states). */
+static bool
+all_free_locked (struct fake *f)
+{
+  bool r;
+
+  pthread_mutex_lock (&f->c.lock);
+  r = all_free (&f->c);
+  pthread_mutex_unlock (&f->c.lock);
+  return r;
+}
+
 static void
 abandon_case (uint64_t instance, const char *peer1, bool fences)
 {
@@ -430,9 +442,9 @@ abandon_case (uint64_t instance, const char *peer1, bool fences)
   submit_req (&fk[0], (struct gm_rp_request) {
       .op = GM_RP_ABANDON, .offset = 0xa1, .addr = instance });
   /* Its reply went out: only then may the bridge write. */
-  for (int i = 0; i < 10000 && fk[0].reqs[0].state != RQ_FREE; i++)
+  for (int i = 0; i < 10000 && !all_free_locked (&fk[0]); i++)
     usleep (1000);
-  CHECK_EQ_U64 (fk[0].reqs[0].state, RQ_FREE);
+  CHECK (all_free_locked (&fk[0]));
   CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_ABANDONED]), fences);
   CHECK_EQ_U64 (atomic_load (&fk[1].c.fence),
                 fences ? GM_FENCE_ENDING : GM_FENCE_LIVE);
