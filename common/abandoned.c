@@ -2,32 +2,82 @@
  * about (see abandoned.h).
  * SPDX-License-Identifier: BSD-3-Clause
  */
+#include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "abandoned.h"
 
 struct gm_ab_node {
   struct gm_ab_node *next;      /* in the list, while listed */
+  struct gm_ab_node *all_next;  /* every node, for the state file */
   uint64_t conn_id;
   uint64_t instance;            /* the server process that may hold it */
   uint64_t gen;                 /* times listed: a tell covers one */
   uint64_t telling_gen;
   bool listed, telling, closed;
+  bool connected;               /* instance is known */
 };
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t told_cv = PTHREAD_COND_INITIALIZER;
-static struct gm_ab_node *list;
+static struct gm_ab_node *list, *all;
 static _Atomic unsigned nlisted; /* read without the lock: the fast path */
+static int state_fd = -1;        /* gm_ab_state: the state file */
+static void (*state_failed) (int err);
+
+#define STATE_HEADER "gmblock-rdma connections 1\n"
+#define STATE_LINE 34            /* two 16-digit hex numbers, ' ', '\n' */
+#define STATE_MAX (1 << 20)
+
+/* Rewrite the state file: every connection the server may still hold
+ * (open and connected, or listed).  Written over the old content, then
+ * cut to length: a process killed in between leaves lines too many,
+ * which cost an ABANDON each and nothing else.  Under the lock.
+ */
+static void
+save (void)
+{
+  size_t n = 0, len;
+  char *buf;
+
+  if (state_fd < 0)
+    return;
+  for (struct gm_ab_node *x = all; x; x = x->all_next)
+    n++;
+  buf = malloc (sizeof STATE_HEADER + n * STATE_LINE + 1);
+  if (buf == NULL) {
+    state_failed (errno);
+    return;
+  }
+  len = strlen (strcpy (buf, STATE_HEADER));
+  for (struct gm_ab_node *x = all; x; x = x->all_next)
+    if (x->listed || (!x->closed && x->connected))
+      len += sprintf (buf + len, "%016" PRIx64 " %016" PRIx64 "\n",
+                      x->conn_id, x->instance);
+  if (pwrite (state_fd, buf, len, 0) != (ssize_t) len ||
+      ftruncate (state_fd, len) == -1 || fdatasync (state_fd) == -1)
+    state_failed (errno ? errno : EIO);
+  free (buf);
+}
 
 /* Its connection has closed and nobody needs it any more. */
 static void
 maybe_free (struct gm_ab_node *n)
 {
-  if (n->closed && !n->listed && !n->telling)
-    free (n);
+  struct gm_ab_node **p = &all;
+
+  if (!n->closed || n->listed || n->telling)
+    return;
+  while (*p != n)
+    p = &(*p)->all_next;
+  *p = n->all_next;
+  free (n);
 }
 
 static void
@@ -48,8 +98,13 @@ gm_ab_open (uint64_t conn_id)
 {
   struct gm_ab_node *n = calloc (1, sizeof *n);
 
-  if (n)
+  if (n) {
     n->conn_id = conn_id;
+    pthread_mutex_lock (&lock);
+    n->all_next = all;
+    all = n;
+    pthread_mutex_unlock (&lock);
+  }
   return n;
 }
 
@@ -61,6 +116,7 @@ gm_ab_close (struct gm_ab_node *n)
   pthread_mutex_lock (&lock);
   n->closed = true;
   maybe_free (n);
+  save ();
   pthread_mutex_unlock (&lock);
 }
 
@@ -82,14 +138,15 @@ gm_ab_broken (struct gm_ab_node *n, uint64_t instance)
 void
 gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
 {
-  if (atomic_load (&nlisted) == 0)
-    return;
   pthread_mutex_lock (&lock);
   for (struct gm_ab_node *x = list, *next; x; x = next) {
     next = x->next;
     if (x == n || x->instance != instance)
       unlist (x);
   }
+  n->instance = instance;
+  n->connected = true;
+  save ();
   /* Writers waiting for a tell may have nothing left to wait for. */
   pthread_cond_broadcast (&told_cv);
   pthread_mutex_unlock (&lock);
@@ -136,8 +193,10 @@ gm_ab_told (struct gm_ab_node *n, bool ok)
 {
   pthread_mutex_lock (&lock);
   n->telling = false;
-  if (ok && n->listed && n->gen == n->telling_gen)
+  if (ok && n->listed && n->gen == n->telling_gen) {
     unlist (n);                 /* frees it if closed */
+    save ();
+  }
   else
     maybe_free (n);
   pthread_cond_broadcast (&told_cv);
@@ -148,4 +207,84 @@ unsigned
 gm_ab_listed (void)
 {
   return atomic_load (&nlisted);
+}
+
+/* Adopt the connections a state file names: closed, listed.  Checked
+ * whole first: a bad file adopts nothing.
+ */
+static int
+load (const char *text, size_t len, char *why, size_t whylen)
+{
+  size_t hl = strlen (STATE_HEADER);
+
+  if (len == 0)
+    return 0;                   /* new */
+  if (len < hl || memcmp (text, STATE_HEADER, hl) != 0) {
+    snprintf (why, whylen, "not a gmblock-rdma state file (its first line "
+              "is not '%.*s')", (int) hl - 1, STATE_HEADER);
+    return -1;
+  }
+  for (int adopt = 0; adopt <= 1; adopt++) {
+    size_t line = 2;
+    for (size_t at = hl; at < len; at += STATE_LINE, line++) {
+      uint64_t id, inst;
+      char nl;
+      struct gm_ab_node *n;
+
+      if (len - at < STATE_LINE ||
+          sscanf (text + at, "%16" SCNx64 " %16" SCNx64 "%c", &id, &inst,
+                  &nl) != 3 || nl != '\n' || text[at + 16] != ' ' ||
+          id == 0 || inst == 0) {
+        snprintf (why, whylen, "line %zu is not 'CONN_ID INSTANCE' (two "
+                  "nonzero 16-digit hex numbers)", line);
+        return -1;
+      }
+      if (!adopt)
+        continue;
+      if ((n = gm_ab_open (id)) == NULL) {
+        snprintf (why, whylen, "%s", strerror (errno));
+        return -1;
+      }
+      n->closed = n->connected = true;
+      gm_ab_broken (n, inst);
+    }
+  }
+  return 0;
+}
+
+int
+gm_ab_state (int fd, void (*failed) (int err), char *why, size_t whylen)
+{
+  char *text = malloc (STATE_MAX + 1);
+  size_t len = 0;
+  ssize_t r;
+  int ret;
+
+  if (text == NULL) {
+    snprintf (why, whylen, "%s", strerror (errno));
+    return -1;
+  }
+  while ((r = pread (fd, text + len, STATE_MAX + 1 - len, len)) > 0)
+    len += r;
+  if (r == -1) {
+    snprintf (why, whylen, "read: %s", strerror (errno));
+    free (text);
+    return -1;
+  }
+  if (len > STATE_MAX) {
+    snprintf (why, whylen, "larger than %d bytes", STATE_MAX);
+    free (text);
+    return -1;
+  }
+  text[len] = '\0';
+  ret = load (text, len, why, whylen);
+  free (text);
+  if (ret == 0) {
+    pthread_mutex_lock (&lock);
+    state_fd = fd;
+    state_failed = failed;
+    save ();
+    pthread_mutex_unlock (&lock);
+  }
+  return ret;
 }

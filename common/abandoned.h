@@ -67,4 +67,20 @@ void gm_ab_told (struct gm_ab_node *told, bool ok);
 /* Connections listed now (the bridge's stats and tests). */
 unsigned gm_ab_listed (void);
 
+/* A bridge killed (while the network is cut, so the kernel's disconnect
+ * requests for its connections are lost) leaves them open on the
+ * server, maybe with writes in its storage; its successor is a new
+ * process with new connections.  The state file names them: every
+ * connection the server may still hold (open and connected, or
+ * listed), as "CONN_ID INSTANCE" lines in hex, rewritten (and
+ * fdatasync'ed) at every connect, close and tell.  gm_ab_state reads
+ * the one a killed bridge left in fd (empty: a new one), lists those
+ * connections as broken (the first write tells the server, as for any
+ * broken connection; a new server instance drops them), and keeps the
+ * file up to date from then on; failed (errno) is called when a rewrite
+ * fails.  Once, before any connection opens.  0, or -1 with why set
+ * (a file of another kind, a bad line): the caller refuses to start.
+ */
+int gm_ab_state (int fd, void (*failed) (int err), char *why, size_t whylen);
+
 #endif /* GMBLOCK_ABANDONED_H */

@@ -84,3 +84,36 @@ if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
     start_fails bridge_no_device 'server=10.0.0.1:10810: no RDMA device on this host' -- \
         "${b[@]}" server=10.0.0.1
 fi
+
+# state=FILE: the bridge holds it locked, and reads it before anything
+# else; a file of another kind or a bad line refuses the start, and so
+# does a file another bridge holds.
+start_fails state_empty 'state=: expected a file name' -- "${b[@]}" server=h state=
+start_fails state_dir "state=$T: Is a directory" -- "${b[@]}" server=h state="$T"
+echo "some text" >"$T/not-state"
+start_fails state_other 'not a gmblock-rdma state file' -- \
+    "${b[@]}" server=10.0.0.1 state="$T/not-state"
+printf 'gmblock-rdma connections 1\n%016x %016x\n%016x %016x\n' 1 2 3 0 \
+    >"$T/bad-line"
+start_fails state_bad_line 'line 3 is not .CONN_ID INSTANCE.' -- \
+    "${b[@]}" server=10.0.0.1 state="$T/bad-line"
+: >"$T/held"
+flock "$T/held" sleep 30 &
+holder=$!
+sleep 0.5
+start_fails state_held 'in use by another gmblock-rdma bridge' -- \
+    "${b[@]}" server=10.0.0.1 state="$T/held"
+kill $holder 2>/dev/null; wait $holder 2>/dev/null || true
+if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
+    # A good file (and a new, empty one) passes: the start stops only at
+    # the missing device, and the file is rewritten as read.
+    printf 'gmblock-rdma connections 1\n%016x %016x\n' 0xab 0x5eed >"$T/good"
+    cp "$T/good" "$T/good.orig"
+    start_fails state_good 'no RDMA device on this host' -- \
+        "${b[@]}" server=10.0.0.1 state="$T/good"
+    cmp "$T/good" "$T/good.orig" || fail "state=: a good state file was changed"
+    start_fails state_new 'no RDMA device on this host' -- \
+        "${b[@]}" server=10.0.0.1 state="$T/new-state"
+    [[ $(cat "$T/new-state") = "gmblock-rdma connections 1" ]] ||
+        fail "state=: a new state file holds '$(cat "$T/new-state")'"
+fi

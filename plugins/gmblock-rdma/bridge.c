@@ -18,10 +18,13 @@
  * server process that restarted (conn.c, common/unflushed.h).
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <unistd.h>
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
@@ -69,6 +72,7 @@ unsigned opt_credits = DEFAULT_CREDITS;
 uint64_t opt_pool = DEFAULT_POOL;
 enum zc_mode opt_zero_copy = ZC_AUTO;
 static bool have_server;
+static char *opt_state;          /* state=: absolute path, or NULL */
 
 static int
 bridge_config (const char *key, const char *value)
@@ -120,13 +124,23 @@ bridge_config (const char *key, const char *value)
       : ZC_AUTO;
     return 0;
   }
+  if (strcmp (key, "state") == 0) {
+    free (opt_state);
+    /* nbdkit's daemon mode changes directory to /. */
+    opt_state = value[0] ? nbdkit_absolute_path (value) : NULL;
+    if (opt_state == NULL) {
+      nbdkit_error (NAME ": state=%s: expected a file name", value);
+      return -1;
+    }
+    return 0;
+  }
   switch (gm_stats_config (&bstats_out, key, value)) {
   case 1: return 0;
   case -1: return -1;
   }
   nbdkit_error (NAME ": unknown parameter '%s' (expected server=HOST[:PORT], "
-                "credits=N, pool=SIZE, zero-copy=auto|on|off, stats=FILE or "
-                "stats-interval=SECONDS)", key);
+                "credits=N, pool=SIZE, zero-copy=auto|on|off, state=FILE, "
+                "stats=FILE or stats-interval=SECONDS)", key);
   return -1;
 }
 
@@ -141,6 +155,48 @@ bridge_config_complete (void)
   return gm_stats_config_complete (&bstats_out);
 }
 
+static void
+state_failed (int err)
+{
+  errno = err;
+  nbdkit_error (NAME ": state=%s: cannot record the open connections: %m; "
+                "a bridge restarted after this one is killed may not name "
+                "them all to the server", opt_state);
+}
+
+/* state=FILE: the connections a killed bridge left open on the server
+ * (abandoned.h), named to it before this one writes.  The file stays
+ * open and locked: two bridges on one state file would name each
+ * other's live connections.
+ */
+static int
+open_state (void)
+{
+  char why[256];
+  int fd;
+
+  fd = open (opt_state, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+  if (fd == -1) {
+    nbdkit_error (NAME ": state=%s: %m", opt_state);
+    return -1;
+  }
+  if (flock (fd, LOCK_EX | LOCK_NB) == -1) {
+    if (errno == EWOULDBLOCK)
+      nbdkit_error (NAME ": state=%s: in use by another gmblock-rdma bridge "
+                    "(each bridge needs a state file of its own)", opt_state);
+    else
+      nbdkit_error (NAME ": state=%s: flock: %m", opt_state);
+    close (fd);
+    return -1;
+  }
+  if (gm_ab_state (fd, state_failed, why, sizeof why) == -1) {
+    nbdkit_error (NAME ": state=%s: %s", opt_state, why);
+    close (fd);
+    return -1;
+  }
+  return 0;
+}
+
 /* A bridge that cannot reach any server, or cannot have the zero copy
  * it was told to have, should say so at start-up.
  */
@@ -150,6 +206,8 @@ bridge_get_ready (void)
   char why[256];
 
   if (gm_stats_ready (&bstats_out) == -1)
+    return -1;
+  if (opt_state && open_state () == -1)
     return -1;
   if (gm_rdma_have_device (why, sizeof why) == -1) {
     nbdkit_error (NAME ": server=%s:%s: %s", server.host, server.port, why);
@@ -168,6 +226,7 @@ bridge_get_ready (void)
   "credits=N               Requests in flight per connection (16, 1 to 128).\n" \
   "pool=SIZE               Registered bounce pool for all connections (16M).\n" \
   "zero-copy=auto|on|off   Use nbdkit's buffers by ODP MRs (auto).\n" \
+  "state=FILE              Name a killed bridge's connections to the server.\n" \
   "stats=FILE              Write counters to FILE at exit.\n" \
   "stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
@@ -188,6 +247,7 @@ bridge_unload (void)
 {
   gm_stats_final (&bstats_out);
   mem_unload ();
+  free (opt_state);
 }
 
 static void *

@@ -4,6 +4,9 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "unit.h"
@@ -193,6 +196,89 @@ others_wait_failed (void)
   one_tells_others_wait_for (false);
 }
 
+/* The state file (state=): what a killed bridge left is adopted, and
+ * the file follows every connect, close and tell.  Last: it keeps the
+ * file for the rest of the process. */
+#define HDR "gmblock-rdma connections 1\n"
+
+static void
+put (int fd, const char *text)
+{
+  CHECK (ftruncate (fd, 0) == 0);
+  CHECK (pwrite (fd, text, strlen (text), 0) == (ssize_t) strlen (text));
+}
+
+static void
+check_file (int fd, const char *want)
+{
+  char got[512] = "";
+  ssize_t n = pread (fd, got, sizeof got - 1, 0);
+
+  CHECK (n >= 0);
+  got[n] = '\0';
+  if (strcmp (got, want) != 0) {
+    fprintf (stderr, "state file:\n%s---\nexpected:\n%s---\n", got, want);
+    exit (1);
+  }
+}
+
+static void
+failed (int err)
+{
+  fprintf (stderr, "state file rewrite failed: %d\n", err);
+  exit (1);
+}
+
+static void
+state_file (void)
+{
+  char path[] = "/tmp/test-abandoned.XXXXXX", why[160];
+  int fd = mkstemp (path);
+  struct gm_ab_node *c, *d;
+
+  CHECK (fd >= 0);
+  unlink (path);
+  /* Refused whole: nothing adopted. */
+  put (fd, "connections\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  CHECK (strstr (why, "not a gmblock-rdma state file") != NULL);
+  put (fd, HDR "00000000000000aa 0000000000001111\n"
+       "00000000000000bb 0000000000000000\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  CHECK (strstr (why, "line 3 is not") != NULL);
+  put (fd, HDR "00000000000000aa 0000000000001111\n00000000000000bb 1111\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  CHECK (strstr (why, "line 3 is not") != NULL);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  /* A killed bridge's two connections, of two server instances. */
+  put (fd, HDR "00000000000000aa 0000000000001111\n"
+       "00000000000000bb 0000000000002222\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
+  CHECK_EQ_U64 (gm_ab_listed (), 2);
+  /* The first connection reaches instance I1: bb died with I2. */
+  c = gm_ab_open (0xc);
+  check_file (fd, HDR "00000000000000bb 0000000000002222\n"
+              "00000000000000aa 0000000000001111\n");
+  gm_ab_connected (c, I1);
+  check_file (fd, HDR "000000000000000c 0000000000001111\n"
+              "00000000000000aa 0000000000001111\n");
+  /* Its first write tells the server about aa. */
+  CHECK_EQ_U64 (tell_all (c, I1), 1);
+  check_file (fd, HDR "000000000000000c 0000000000001111\n");
+  /* c breaks with writes and closes: listed, still in the file, until
+   * another connection has told the server. */
+  gm_ab_broken (c, I1);
+  gm_ab_close (c);
+  check_file (fd, HDR "000000000000000c 0000000000001111\n");
+  d = gm_ab_open (0xd);
+  gm_ab_connected (d, I1);
+  CHECK_EQ_U64 (tell_all (d, I1), 1);
+  check_file (fd, HDR "000000000000000d 0000000000001111\n");
+  gm_ab_close (d);
+  check_file (fd, HDR);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
 static const struct unit_case cases[] = {
   { "basics", basics },
   { "connected", connected },
@@ -200,6 +286,7 @@ static const struct unit_case cases[] = {
   { "broke_again_while_told", broke_again_while_told },
   { "others_wait_ok", others_wait_ok },
   { "others_wait_failed", others_wait_failed },
+  { "state_file", state_file },           /* last */
 };
 
 int
