@@ -20,7 +20,7 @@
 # ERR); real NICs do not do that.
 # lab-disks: virtio:32M
 # lab-kernel: trixie-backports
-# lab-timeout: 800
+# lab-timeout: 900
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk sch_netem
 rxe_pair netns
@@ -135,7 +135,9 @@ step "a write held in the server's storage when the network fails lands before a
 # overlapped by nothing, proves they land.  Then the same with the ZERO
 # sent over another NBD connection of the bridge, which the broken one
 # never reconnects before: the bridge must name it first (ABANDON,
-# protocol version 5).
+# protocol version 5); and with the bridge killed while its disconnect
+# requests are lost, the ZERO sent by its successor on the same state
+# file (state=), which names the killed one's connections.
 load sch_prio cls_u32 act_gact
 # dreq on|off: the client's CM disconnect requests dropped on their way
 # to the server, nothing else: RoCEv2 (UDP 4791), the MAD's attribute
@@ -151,27 +153,35 @@ dreq() {
         must ip netns exec gmcl tc qdisc del dev gmr1 root
     fi
 }
-# held_write NAME same|other MAX_CLIENTS: two writes held 40 s in the
-# server's storage (nbdkit's delay filter) fail in the dead network;
-# once it is back, a ZERO over the first goes over the same NBD
-# connection (it reconnects naming itself: version 4, counted in
-# clients_replaced) or over another one of the same bridge, opened
-# before the failure and idle since (the bridge names the broken one in
-# an ABANDON first: version 5, clients_abandoned).  Either way the old
-# write must land before the ZERO, and the second one must land.
+# held_write NAME same|other|killed MAX_CLIENTS: two writes held 40 s
+# in the server's storage (nbdkit's delay filter) fail; then a ZERO over
+# the first must not be overwritten when the old write lands, and the
+# second old write must land.  same, other: the writes fail in the dead
+# network; once it is back, the ZERO goes over the same NBD connection
+# (it reconnects naming itself: version 4, clients_replaced) or over
+# another one of the same bridge, opened before the failure and idle
+# since (the bridge names the broken one in an ABANDON first: version
+# 5, clients_abandoned).  killed: the bridge (state=FILE) is killed -9
+# while the kernel's disconnect requests for its connections are lost
+# (`dreq on`, as in a network cut), and a new bridge on the same state
+# file sends the ZERO: it names the killed one's connection first.
 held_write() {
-    local name=$1 over=$2 maxc=$3 t0 counter
-    serve $name 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- \
-        rdma=10.77.0.1 delay-write=40 rdma-max-clients=$maxc \
-        rdma-stats="$LAB_OUT/$name.rdma-stats"
-    bridge br$name 10.77.0.1 -D gmblock-rdma.silence_s=5
+    local name=$1 over=$2 maxc=$3 counter py state=()
+    # nbdkit's log filter above the delay: a write is logged once the
+    # server has its data and it sleeps in the storage.
+    serve $name 10809 /dev/vda --filter=gmblock-rdma --filter=log \
+        --filter=delay -- rdma=10.77.0.1 delay-write=40 \
+        rdma-max-clients=$maxc rdma-stats="$LAB_OUT/$name.rdma-stats" \
+        logfile="$LAB_OUT/$name.reqlog"
+    [ $over = killed ] && state=(state="$LAB_RUN/br$name.state")
+    bridge br$name 10.77.0.1 -D gmblock-rdma.silence_s=5 "${state[@]}"
     rm -f "$LAB_RUN/zsent" "$LAB_RUN/zfailed" "$LAB_RUN/zhealed"
-    t0=$(date +%s)
-    python3 - "nbd+unix:///?socket=$LAB_RUN/br$name.sock" "$LAB_RUN" $over <<'PY' &
+    python3 - "nbd+unix:///?socket=$LAB_RUN/br$name.sock" "$LAB_RUN" $over \
+        "nbd+unix:///?socket=$LAB_RUN/br${name}b.sock" <<'PY' &
 import os, sys, time, nbd
 sys.path.insert(0, os.environ["LAB_REPO"] + "/tests/vm/guest")
 import nbdaio
-uri, run, over = sys.argv[1:]
+uri, run, over, uri2 = sys.argv[1:]
 h = nbd.NBD(); h.connect_uri(uri)
 g = h
 if over == "other":
@@ -181,49 +191,68 @@ open(run + "/zsent", "w").close()
 t0 = time.monotonic()
 ok, failed, left = nbdaio.settle(h, cookies, 60)
 if ok:
-    sys.exit("a write into the dead network succeeded")
+    sys.exit("a write that could not be answered succeeded")
 if left:
-    sys.exit("writes into the dead network still unanswered after 60 s")
+    sys.exit("writes still unanswered after 60 s")
 print("both writes failed after %.0f s" % (time.monotonic() - t0))
 open(run + "/zfailed", "w").close()
 for _ in range(1500):
     if os.path.exists(run + "/zhealed"):
         break
     time.sleep(0.1)
+if over == "killed":
+    g = nbd.NBD(); g.connect_uri(uri2)
 t = time.monotonic()
 try:
     g.zero(65536, 0)
 except nbd.Error as e:
-    sys.exit("the ZERO (over the %s connection) after the network came back "
-             "failed: %s" % (over, e))
+    sys.exit("the ZERO (over the %s connection) failed: %s" % (over, e))
 print("the ZERO over the failed write, on the %s connection, took %.0f s"
       % (over, time.monotonic() - t))
 PY
-    local py=$!
+    py=$!
     await_file "$LAB_RUN/zsent" $py 60 "the writes were not sent"
-    sleep 2
-    loss on
-    for i in $(seq 700); do [ -e "$LAB_RUN/zfailed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
-    loss off
-    dreq on
+    for i in $(seq 300); do
+        [ "$(grep -c 'Write id=.*offset=' "$LAB_OUT/$name.reqlog" 2>/dev/null)" -ge 2 ] && break
+        sleep 0.1
+    done
+    [ "$(grep -c 'Write id=.*offset=' "$LAB_OUT/$name.reqlog" 2>/dev/null)" -ge 2 ] ||
+        { kill $py; fail "the two writes did not reach the server's storage in 30 s"; }
+    if [ $over = killed ]; then
+        dreq on
+        stop br$name KILL
+        await_file "$LAB_RUN/zfailed" $py 60 "the writes did not fail with their bridge"
+        bridge br${name}b 10.77.0.1 "${state[@]}"
+    else
+        loss on
+        for i in $(seq 700); do [ -e "$LAB_RUN/zfailed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
+        loss off
+        dreq on
+    fi
     touch "$LAB_RUN/zhealed"
     wait $py || { dreq off; fail "see above"; }
     dreq off
-    # Both old writes land 40 s after they were sent.
-    while [ $(($(date +%s) - t0)) -lt 46 ]; do sleep 1; done
-    stop br$name
+    # Both old writes land 40 s after the server took them.
+    for i in $(seq 900); do
+        [ "$(grep -c 'Write id=.*return=' "$LAB_OUT/$name.reqlog")" -ge 2 ] && break
+        sleep 0.1
+    done
+    [ $over = killed ] && stop br${name}b || stop br$name
     stop $name
     [ "$(dd if=/dev/vda bs=64K count=1 iflag=direct status=none | tr -d '\0' | wc -c)" = 0 ] ||
-        fail "the write that failed in the dead network landed over the later ZERO (sent over the $over connection)"
+        fail "the write that failed landed over the later ZERO (sent over the $over connection)"
     [ "$(dd if=/dev/vda bs=64K skip=16 count=1 iflag=direct status=none | tr -d '\252' | wc -c)" = 0 ] ||
         fail "the old write at 1M never landed: nothing was tested"
     echo "server: $(grep -E 'clients_replaced|clients_abandoned|fence_waits' "$LAB_OUT/$name.rdma-stats" | tr '\n' ' ')"
-    echo "bridge: $(grep -E 'abandons|reconnects' "$LAB_OUT/br$name.stats" | tr '\n' ' ')"
     if [ $over = same ]; then counter=clients_replaced; else counter=clients_abandoned; fi
     counter_above $counter "$(rdma_counter $name.rdma-stats $counter)" 0 "the server dropped the connection it still held"
     counter_above fence_waits "$(rdma_counter $name.rdma-stats fence_waits)" 0 "the ZERO waited for the old write"
-    [ $over = same ] ||
-        counter_above abandons "$(rdma_counter br$name.stats abandons)" 0 "the bridge named the broken connection"
+    case $over in
+    other) counter_above abandons "$(rdma_counter br$name.stats abandons)" 0 "the bridge named the broken connection" ;;
+    killed) counter_above abandons "$(rdma_counter br${name}b.stats abandons)" 0 "the new bridge named the killed one's connection"
+            [ "$(cat "$LAB_RUN/br$name.state")" = "gmblock-rdma connections 1" ] ||
+                fail "the state file still names connections after a clean exit: $(cat "$LAB_RUN/br$name.state")" ;;
+    esac
     dd if=/dev/zero of=/dev/vda bs=1M count=2 oflag=direct status=none
 }
 # rdma-max-clients=1: the bridge's one connection; its reconnect must
@@ -231,4 +260,6 @@ PY
 held_write srv2 same 1
 step "the same, with the ZERO sent over another NBD connection of the bridge (multi-conn)"
 held_write srv3 other 2
+step "the same, with the bridge killed (its disconnect requests lost) and the ZERO sent by a new bridge on its state file"
+held_write srv4 killed 2
 echo "rdma-netloss: all checks passed"
