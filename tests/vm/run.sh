@@ -5,8 +5,10 @@
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
-# 3300) bounds the whole lab, VM_CACHE moves the cache, LAB_KERNEL and
-# LAB_PCI override every scenario's lab-kernel and lab-pci headers.
+# 3300) bounds the whole lab, LAB_BOOT_TIMEOUT (seconds, default 120)
+# how long a guest may boot before its scenario starts (else it boots
+# once more), VM_CACHE moves the cache, LAB_KERNEL and LAB_PCI override
+# every scenario's lab-kernel and lab-pci headers.
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/kernel.sh"
 . "$VM_DIR/lib/initramfs.sh"

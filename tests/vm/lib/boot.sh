@@ -125,6 +125,7 @@ boot_guest() {
     timeout -k 10 "$limit" qemu-system-x86_64 \
         $QEMU_PCI_ARGS -cpu max -smp 2 -m 1024 \
         -display none -monitor none -serial "file:$dir/console.log" \
+        -pidfile "$dir/qemu.pid" \
         -no-reboot -nic none \
         -kernel "$VMLINUZ" -initrd "$INITRD" \
         -append "console=ttyS0 quiet panic=-1 iomem=relaxed lab.repo=$REPO lab.kdir=$KDIR lab.keep=$REPO:$VM_CACHE" \

@@ -76,13 +76,37 @@ guest_tail() {
 # boot_scenario RUNDIR NAME LIMIT DISKS: boot the guest (sets rc). A guest
 # that ends before the scenario even started (its console never printed
 # the runner's start line: a boot that died in the kernel or in the
-# initramfs, nothing the scenario did) boots once more, saying so; a
-# scenario that started is never rerun, whatever happened to it.
+# initramfs, nothing the scenario did) boots once more, saying so, and
+# so does one that has not started it LAB_BOOT_TIMEOUT seconds (120)
+# into the boot (it takes 5 to 30 s; once, under CI, a guest printed
+# nothing at all until its scenario's time limit killed it); a scenario
+# that started is never rerun, whatever happened to it.
 boot_scenario() {
+    local attempt pid waited hung
+    BOOT_HUNG=
     for attempt in 1 2; do
+        rm -f "$1/qemu.pid"
         # shellcheck disable=SC2086
-        boot_guest "$1" "$3" $4 $HOST_DISKS
+        boot_guest "$1" "$3" $4 $HOST_DISKS &
+        pid=$! waited=0 hung=
+        while kill -0 "$pid" 2>/dev/null; do
+            grep -q "^lab: scenario $2 starting" "$1/console.log" 2>/dev/null && break
+            if [ "$waited" -ge "${LAB_BOOT_TIMEOUT:-120}" ] && [ "$waited" -lt "$3" ]; then
+                hung=1
+                kill "$(cat "$1/qemu.pid" 2>/dev/null)" 2>/dev/null
+                break
+            fi
+            sleep 1
+            waited=$((waited + 1))
+        done
+        wait "$pid"
         rc=$?
+        if [ -n "$hung" ] && [ "$attempt" = 1 ]; then
+            say "$2: the guest has not started the scenario ${waited} s into its boot$(guest_tail "$1"); booting once more"
+            mv "$1/console.log" "$1/console.boot1.log"
+            continue
+        fi
+        [ -z "$hung" ] || BOOT_HUNG=$waited
         if [ "$attempt" = 2 ] || [ "$rc" = 124 ] || [ "$rc" = 137 ] ||
             grep -q "^lab: scenario $2 starting" "$1/console.log" 2>/dev/null; then
             return
@@ -134,7 +158,9 @@ scenario_run() (
     else
         boot_scenario "$dir" "$name" "$limit" "$disks"
         status=$(cat "$dir/out/status" 2>/dev/null)
-        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        if [ -n "$BOOT_HUNG" ]; then
+            reason="the guest did not start the scenario within ${BOOT_HUNG} s of booting, twice$(guest_tail "$dir")"
+        elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
             reason="guest killed after the ${limit}s time limit"
         elif [ -z "$status" ]; then
             reason="guest ended without a result, qemu exit $rc$(guest_tail "$dir")"
