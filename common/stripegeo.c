@@ -2,15 +2,19 @@
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+
+#include <linux/dm-ioctl.h>
 
 #include "registry.h"
 #include "sizes.h"
@@ -256,6 +260,217 @@ device_dir (const char *root, unsigned maj, unsigned min, char *dir,
   return 0;
 }
 
+static int resolve (const char *root, unsigned maj, unsigned min, int depth,
+                    struct gm_stripe *s, char *why, size_t whylen);
+
+int
+gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
+                    char *why, size_t whylen)
+{
+  const char *line = table;
+
+  memset (m, 0, sizeof *m);
+  for (int n = 1; *line; n++) {
+    size_t len = strcspn (line, "\n");
+    char type[32], dev[64], rest[512];
+    unsigned long long start, sectors, off;
+    unsigned maj, min;
+    int got = -1;
+
+    if (len >= sizeof rest) {
+      snprintf (why, whylen, "table line %d is too long", n);
+      return -1;
+    }
+    memcpy (rest, line, len);
+    rest[len] = '\0';
+    line += len + (line[len] == '\n');
+    if (sscanf (rest, "%llu %llu %31s", &start, &sectors, type) != 3) {
+      snprintf (why, whylen, "table line %d is not 'START LENGTH TYPE ...'",
+                n);
+      return -1;
+    }
+    /* LVM's linear volumes, LUKS and plain dm-crypt: the device below
+     * and the sector there of this segment's start. */
+    if (strcmp (type, "linear") == 0)
+      got = sscanf (rest, "%*u %*u %*s %63s %llu", dev, &off);
+    else if (strcmp (type, "crypt") == 0)
+      got = sscanf (rest, "%*u %*u %*s %*s %*s %*u %63s %llu", dev, &off);
+    if (got != 2) {
+      snprintf (why, whylen, "a %s segment (only linear and crypt ones "
+                "are followed)", type);
+      return 0;
+    }
+    if (sscanf (dev, "%u:%u", &maj, &min) != 2) {
+      snprintf (why, whylen, "a %s segment on '%s', not MAJOR:MINOR",
+                type, dev);
+      return 0;
+    }
+    if (m->nseg == 0) {
+      m->maj = maj;
+      m->min = min;
+    }
+    else if (maj != m->maj || min != m->min) {
+      snprintf (why, whylen, "segments on two devices (%u:%u and %u:%u)",
+                m->maj, m->min, maj, min);
+      return 0;
+    }
+    if (m->nseg == GM_DM_MAX_SEG) {
+      snprintf (why, whylen, "more than %d segments", GM_DM_MAX_SEG);
+      return 0;
+    }
+    m->start[m->nseg] = start * 512;
+    m->below[m->nseg] = off * 512;
+    m->nseg++;
+  }
+  if (m->nseg == 0) {
+    snprintf (why, whylen, "an empty table");
+    return 0;
+  }
+  return 1;
+}
+
+/* The table of device-mapper device maj:min as 'dmsetup table' prints
+ * it, from the kernel (root only); under a fake sysfs (tests), from
+ * its dm/table file.  0, or -1 with why set.
+ */
+static int
+dm_table (const char *root, const char *dir, unsigned maj, unsigned min,
+          char *out, size_t outlen, char *why, size_t whylen)
+{
+  size_t size = 16384, used = 0;
+  struct dm_ioctl *io = NULL;
+  int fd, ret = -1;
+
+  if (strcmp (root, "/sys") != 0) {
+    char path[PATH_MAX];
+    FILE *fp;
+    size_t n;
+
+    if (sub_path (path, dir, "dm/table") == -1 ||
+        (fp = fopen (path, "r")) == NULL) {
+      snprintf (why, whylen, "no dm/table under %.200s", dir);
+      return -1;
+    }
+    n = fread (out, 1, outlen - 1, fp);
+    out[n] = '\0';
+    fclose (fp);
+    return 0;
+  }
+  fd = open ("/dev/mapper/control", O_RDWR | O_CLOEXEC);
+  if (fd == -1) {
+    snprintf (why, whylen, "/dev/mapper/control: %s", strerror (errno));
+    return -1;
+  }
+  for (;;) {
+    free (io);
+    if ((io = calloc (1, size)) == NULL) {
+      snprintf (why, whylen, "%s", strerror (errno));
+      break;
+    }
+    io->version[0] = DM_VERSION_MAJOR;
+    io->data_size = size;
+    io->data_start = sizeof *io;
+    io->dev = makedev (maj, min);
+    io->flags = DM_STATUS_TABLE_FLAG;
+    if (ioctl (fd, DM_TABLE_STATUS, io) == -1) {
+      snprintf (why, whylen, "DM_TABLE_STATUS: %s", strerror (errno));
+      break;
+    }
+    if (!(io->flags & DM_BUFFER_FULL_FLAG)) {
+      const char *data = (const char *) io + io->data_start;
+      size_t at = 0;
+
+      ret = 0;
+      out[0] = '\0';
+      for (uint32_t i = 0; i < io->target_count && ret == 0; i++) {
+        const struct dm_target_spec *t = (const void *) (data + at);
+        int n = snprintf (out + used, outlen - used, "%llu %llu %.16s %s\n",
+                          (unsigned long long) t->sector_start,
+                          (unsigned long long) t->length, t->target_type,
+                          (const char *) (t + 1));
+        if (n < 0 || (size_t) n >= outlen - used) {
+          snprintf (why, whylen, "its table is larger than %zu bytes",
+                    outlen);
+          ret = -1;
+        }
+        used += n;
+        at = t->next;
+      }
+      break;
+    }
+    if ((size *= 2) > (1 << 20)) {
+      snprintf (why, whylen, "its table is larger than 1M");
+      break;
+    }
+  }
+  free (io);
+  close (fd);
+  return ret;
+}
+
+/* Where segment i puts the mapped device's byte 0 in the array below
+ * (which starts at 'base' in the stripes), modulo the full stripe.
+ */
+static uint64_t
+seg_place (uint64_t base, const struct gm_dm_map *m, unsigned i,
+           uint64_t width)
+{
+  uint64_t a = (base % width + m->below[i] % width) % width;
+
+  return (a + width - m->start[i] % width) % width;
+}
+
+/* A device-mapper device: where its segments lie on the one device
+ * below (linear, crypt), if that device stripes.  Returns like
+ * resolve, or 2 when it cannot follow the mapping (why says why).
+ */
+static int
+from_dm (const char *root, const char *dir, const char *name, unsigned maj,
+         unsigned min, int depth, struct gm_stripe *s, char *why,
+         size_t whylen)
+{
+  char table[8192], w[256], inner[sizeof s->source];
+  struct gm_dm_map m;
+  uint64_t width, first;
+  int r;
+
+  if (dm_table (root, dir, maj, min, table, sizeof table, w, sizeof w) == -1) {
+    snprintf (why, whylen, "%.40s: cannot read its device-mapper table "
+              "(%.150s): where it starts in the stripes below is not known",
+              name, w);
+    return 2;
+  }
+  if (gm_stripe_dm_parse (table, &m, w, sizeof w) != 1) {
+    snprintf (why, whylen, "%.40s: device-mapper: %.150s: where it starts "
+              "in the stripes below is not known", name, w);
+    return 2;
+  }
+  if (depth >= 4) {
+    snprintf (why, whylen, "%s: too deeply nested", name);
+    return 0;
+  }
+  r = resolve (root, m.maj, m.min, depth + 1, s, why, whylen);
+  if (r != 1)
+    return r;
+  /* Each segment's start in the array, modulo the full stripe, must be
+   * the same: then one offset places all of them. */
+  width = gm_stripe_width (s);
+  first = seg_place (s->offset, &m, 0, width);
+  for (unsigned i = 1; i < m.nseg; i++)
+    if (seg_place (s->offset, &m, i, width) != first) {
+      snprintf (why, whylen, "%s: its segments lie at different places in "
+                "the stripes of the device below (segment %u)", name, i + 1);
+      return 0;
+    }
+  if (m.nseg == 1 && m.start[0] == 0)
+    s->offset += m.below[0];    /* the true place, for messages */
+  else
+    s->offset = first;
+  snprintf (inner, sizeof inner, "%s", s->source);
+  snprintf (s->source, sizeof s->source, "%.31s over %.120s", name, inner);
+  return 1;
+}
+
 static int
 resolve (const char *root, unsigned maj, unsigned min, int depth,
          struct gm_stripe *s, char *why, size_t whylen)
@@ -299,6 +514,21 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
       snprintf (s->source, sizeof s->source, "%.31s over %.120s", name, inner);
     }
     return r;
+  }
+  if (sub_exists (dir, "dm/name")) {
+    char w[384];
+    int r = from_dm (root, dir, name, maj, min, depth, s, w, sizeof w);
+
+    if (r != 2) {
+      if (r == 1)
+        s->offset += part_start;
+      else
+        snprintf (why, whylen, "%s", w);
+      return r;
+    }
+    /* dm-stripe's own stripes, or what the kernel stacked from below:
+     * io hints, but where the device starts in the array is unknown. */
+    snprintf (s->note, sizeof s->note, "%.200s", w);
   }
   read_u64 (dir, "queue/minimum_io_size", &io_min);
   read_u64 (dir, "queue/optimal_io_size", &io_opt);

@@ -52,6 +52,20 @@ int gm_stripe_from_md (const char *level, uint64_t chunk,
 int gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
                              uint64_t physical_block, struct gm_stripe *s);
 
+/* A device-mapper table ('dmsetup table'), when every segment is a
+ * linear or crypt one on the same device below: that device, and each
+ * segment's start in the mapped device and on the device below, bytes.
+ * Returns 1, 0 (another mapping: why says what) or -1 (not a table).
+ */
+#define GM_DM_MAX_SEG 64
+struct gm_dm_map {
+  unsigned maj, min;
+  unsigned nseg;
+  uint64_t start[GM_DM_MAX_SEG], below[GM_DM_MAX_SEG];
+};
+int gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
+                        char *why, size_t whylen);
+
 /* The geometry under 'path' (a block device: its own; a regular file:
  * its file system's device), with sysroot standing for /sys (NULL =
  * "/sys").  Returns 1 (found: *s set), 0 (no striping: why says what

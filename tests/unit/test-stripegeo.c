@@ -65,6 +65,33 @@ levels (void)
 }
 
 static void
+dm_tables (void)
+{
+  struct gm_dm_map m;
+
+  CHECK (gm_stripe_dm_parse ("0 100 linear 8:16 2048\n", &m, why,
+                             sizeof why) == 1);
+  CHECK (m.maj == 8 && m.min == 16 && m.nseg == 1);
+  CHECK_EQ_U64 (m.start[0], 0);
+  CHECK_EQ_U64 (m.below[0], 1048576);
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:16 0\n10 5 linear 8:16 99", &m,
+                             why, sizeof why) == 1);
+  CHECK (m.nseg == 2 && m.start[1] == 5120 && m.below[1] == 99 * 512);
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:16 0\n10 5 linear 8:32 0", &m,
+                             why, sizeof why) == 0 &&
+         strstr (why, "two devices"));
+  CHECK (gm_stripe_dm_parse ("0 10 linear /dev/sdb 0", &m, why,
+                             sizeof why) == 0 && strstr (why, "MAJOR:MINOR"));
+  CHECK (gm_stripe_dm_parse ("0 10 striped 2 128 8:16 0 8:32 0", &m, why,
+                             sizeof why) == 0 && strstr (why, "striped"));
+  CHECK (gm_stripe_dm_parse ("0 10 crypt aes 00 0 8:16", &m, why,
+                             sizeof why) == 0);
+  CHECK (gm_stripe_dm_parse ("", &m, why, sizeof why) == 0 &&
+         strstr (why, "empty"));
+  CHECK (gm_stripe_dm_parse ("linear", &m, why, sizeof why) == -1);
+}
+
+static void
 hints (void)
 {
   struct gm_stripe s;
@@ -164,6 +191,47 @@ tree (void)
   link_dev (devno, "../../devices/dm0");
   CHECK (detect (file, &s) == 1 && s.chunk == 131072 && s.data_disks == 4);
   CHECK (strcmp (s.source, "dm0 io_min/io_opt") == 0);
+
+  /* ... device-mapper over md0 (an LVM volume, LUKS): its segments'
+   * places in the array from the table, as 'dmsetup table' prints it. */
+  link_dev ("9:0", "../../devices/virtual/block/md0");
+  put ("devices/virtual/block/dm-1/dm/name", "vg-lv");
+  put ("devices/virtual/block/dm-1/queue/minimum_io_size", "65536");
+  put ("devices/virtual/block/dm-1/queue/optimal_io_size", "196608");
+  put ("devices/virtual/block/dm-1/queue/physical_block_size", "512");
+  link_dev (devno, "../../devices/virtual/block/dm-1");
+  put ("devices/virtual/block/dm-1/dm/table", "0 8192 linear 9:0 2048");
+  CHECK (detect (file, &s) == 1 && s.chunk == 65536 && s.data_disks == 3);
+  CHECK_EQ_U64 (s.offset, 1048576);
+  CHECK (strcmp (s.source, "dm-1 over md0 raid5") == 0);
+  put ("devices/virtual/block/dm-1/dm/table",
+       "0 8192 crypt aes-xts-plain64 :64:logon:cryptsetup:x 0 9:0 32768 1 "
+       "allow_discards");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3);
+  CHECK_EQ_U64 (s.offset, 16777216);
+  /* Two segments placed alike in the stripes (1M + 64K mod 192K): */
+  put ("devices/virtual/block/dm-1/dm/table",
+       "0 8192 linear 9:0 2048\n8192 4096 linear 9:0 10624");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3);
+  CHECK_EQ_U64 (s.offset, 65536);
+  /* ... not alike: no one offset holds, and the io hints would lie. */
+  put ("devices/virtual/block/dm-1/dm/table",
+       "0 8192 linear 9:0 2048\n8192 4096 linear 9:0 10625");
+  CHECK (detect (file, &s) == 0 && strstr (why, "different places"));
+  /* Another mapping (thin, cache...): io hints, with a note saying the
+   * place in the array is not known. */
+  put ("devices/virtual/block/dm-1/dm/table", "0 8192 thin 253:2 1");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3);
+  CHECK (strcmp (s.source, "dm-1 io_min/io_opt") == 0);
+  CHECK (strstr (s.note, "only linear and crypt") != NULL);
+  /* A partition of a linear volume (kpartx makes dm devices instead,
+   * but the kernel's own partitions of dm devices exist too). */
+  put ("devices/virtual/block/dm-1/dm/table", "0 8192 linear 9:0 2048");
+  put ("devices/virtual/block/dm-1/dm-1p1/partition", "1");
+  put ("devices/virtual/block/dm-1/dm-1p1/start", "128");
+  link_dev (devno, "../../devices/virtual/block/dm-1/dm-1p1");
+  CHECK (detect (file, &s) == 1);
+  CHECK_EQ_U64 (s.offset, 1048576 + 65536);
 
   /* ... a loop device whose backing file lives on md0 (a device node
    * 7:0 stands for the loop device; mknod needs CAP_MKNOD).
@@ -342,6 +410,7 @@ main (void)
 {
   levels ();
   hints ();
+  dm_tables ();
   tree ();
   deep_tree ();
   /* Stream layouts. */

@@ -8,7 +8,8 @@
 # read (without the filter, on RAID5: one member). Data round trips:
 # ext4 through nbd-client on RAID0 and RAID5-4, then through QEMU's NBD
 # client (qemu-nbd --connect) on RAID0, checked on md0 itself. A
-# partition of the RAID5 and a loop device over it are followed. RAID6
+# partition of the RAID5, a loop device over it and a device-mapper
+# linear volume 1 MiB + 64K into it (LVM's kind) are followed. RAID6
 # on 5, RAID4 on 4, RAID10 offset=2 and near=2 on 3 members: geometry
 # and block sizes as mdadm and md's io_opt say. RAID0 over members of
 # different sizes (vdf is 16M: md stripes in zones): the stripe of all
@@ -18,7 +19,7 @@
 # lab-timeout: 300
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 . "$LAB_REPO/tests/vm/guest/stripe.sh"
-load virtio_blk nbd ext4 md-mod raid0 raid456 raid10 loop
+load virtio_blk nbd ext4 md-mod raid0 raid456 raid10 loop dm_mod
 M4=(vda vdb vdc vdd) M5=(vda vdb vdc vdd vde)
 stack=(--filter=gmblock-cache -- cache-size=4M)   # a small cache starts fast
 
@@ -91,6 +92,21 @@ check_block_sizes loop
 stop loop
 check_geometry loop "${loop#/dev/} over md0 raid5"
 must losetup -d "$loop"
+# A device-mapper linear volume over md0 (what LVM makes), 1 MiB + 64K
+# in: not on a stripe boundary, and the kernel's io hints do not say
+# where it starts; the filter reads the device-mapper table.
+step "dm-linear over md0, 1 MiB + 64K in"
+must dmsetup create --noudevsync gmlv --table "0 16384 linear /dev/md0 2176"
+must dmsetup mknodes gmlv
+dm=dm-$(dmsetup info -c --noheadings -o minor gmlv | tr -d " ")
+stripe_serve dmlv /dev/mapper/gmlv
+probe
+check_block_sizes dmlv
+stop dmlv
+check_geometry dmlv "$dm over md0 raid5"
+[ "$(stripe_counter dmlv offset)" = 1114112 ] || fail "dmlv: offset $(stripe_counter dmlv offset), expected 1114112"
+grep -F "offset in the array 1114112" "$LAB_OUT/dmlv.nbdkit.log" || fail "dmlv: the geometry line does not give the offset 1114112"
+must dmsetup remove --noudevsync gmlv
 
 array raid5-5 5 "" "${M5[@]}"
 stripe_serve raid5-5 /dev/md0 "${stack[@]}"
