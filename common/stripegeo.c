@@ -529,6 +529,7 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
     /* dm-stripe's own stripes, or what the kernel stacked from below:
      * io hints, but where the device starts in the array is unknown. */
     snprintf (s->note, sizeof s->note, "%.200s", w);
+    s->offset_unknown = true;
   }
   read_u64 (dir, "queue/minimum_io_size", &io_min);
   read_u64 (dir, "queue/optimal_io_size", &io_opt);
@@ -552,6 +553,7 @@ gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
 
   s->reshape = false;
   s->note[0] = '\0';
+  s->offset_unknown = false;
   if (stat (path, &st) == -1) {
     snprintf (why, whylen, "%s: %s", path, strerror (errno));
     return -1;

@@ -27,6 +27,8 @@ struct gm_stripe {
   char source[160];             /* where it came from, for messages */
   char note[256];               /* where it does not hold (RAID0 zones),
                                  * to be said at start-up; else "" */
+  bool offset_unknown;          /* the note says offset is a guess (a
+                                 * device-mapper mapping not followed) */
 };
 
 /* Bytes of data in one full stripe. */

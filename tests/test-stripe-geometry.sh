@@ -219,6 +219,46 @@ expect "part: cache_bytes_in" "$(scounter part.stats cache_bytes_in)" $((196608 
 expect "part: cache_bytes_out" "$(scounter part.stats cache_bytes_out)" $((196608 + 196608 + 393216 + 131072 + 131072))
 info "part: $(grep 'geometry:' "$T/part.log")"
 
+# 7b. The same place given by stripe-offset= over md0 itself (what a
+# user says when it cannot be detected: a file on the array, a thin
+# volume): the same rounding; and over the partition, a disagreeing
+# stripe-offset= is warned about and wins.
+point "$md0"
+serve offopt "${gm[@]}" direct=false stripe-offset=1M
+nbdsh -u "$(uri offopt)" -c '
+h.cache(4096, 140000)           # -> [128K, 320K)
+h.cache(200000, 300000)         # -> [128K, 512K)
+'
+stop_server offopt
+expect "offopt: offset" "$(scounter offopt.stats offset)" 1048576
+expect "offopt: cache_bytes_out" "$(scounter offopt.stats cache_bytes_out)" $((196608 + 393216))
+grep -q 'geometry: md0 raid5, with options: .*offset in the array 1048576' "$T/offopt.log" ||
+    { cat "$T/offopt.log" >&2; fail "offopt: the geometry line does not give offset 1048576 from the options"; }
+# A device-mapper volume whose mapping is not followed (thin): io hints
+# and a note that its start in the stripes is unknown, which
+# stripe-offset= answers.
+dm3=$T/sys/devices/virtual/block/dm-3
+mkdir -p "$dm3/dm" "$dm3/queue"
+echo thinvol >"$dm3/dm/name"; echo "0 32768 thin 253:2 1" >"$dm3/dm/table"
+echo 65536 >"$dm3/queue/minimum_io_size"; echo 196608 >"$dm3/queue/optimal_io_size"
+echo 512 >"$dm3/queue/physical_block_size"
+point "$dm3"
+serve thin "${gm[@]}" direct=false
+stop_server thin
+grep -q 'note: dm-3: device-mapper: a thin segment .*where it starts in the stripes below is not known' "$T/thin.log" ||
+    { cat "$T/thin.log" >&2; fail "thin: no note that the volume's start in the stripes is unknown"; }
+serve thinoff "${gm[@]}" direct=false stripe-offset=64K
+stop_server thinoff
+if grep -q 'not known' "$T/thinoff.log"; then cat "$T/thinoff.log" >&2; fail "thinoff: the note stayed although stripe-offset= gives the start"; fi
+expect "thinoff: offset" "$(scounter thinoff.stats offset)" 65536
+point "$md0/md0p1"
+serve offwarn "${gm[@]}" direct=false stripe-offset=0
+stop_server offwarn
+grep -q 'warning: stripe-offset=0 disagrees with the detected 1048576' "$T/offwarn.log" ||
+    { cat "$T/offwarn.log" >&2; fail "offwarn: no warning that stripe-offset=0 disagrees with the partition's 1M"; }
+expect "offwarn: offset" "$(scounter offwarn.stats offset)" 0
+info "offopt: $(grep 'geometry:' "$T/offopt.log"); offwarn: $(grep -o 'warning: stripe-offset.*' "$T/offwarn.log")"
+
 # The same requests as a plugin below sees them (options alone: no
 # gmblock plugin, so no phase): exact offsets and lengths.
 cat >"$T/log.sh" <<'SH'

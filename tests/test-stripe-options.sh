@@ -28,12 +28,16 @@ start_fails disks_empty 'stripe-data-disks=:' 'whole number from 1 to 4096' -- "
 start_fails parity_3 'stripe-parity=3' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=3
 start_fails parity_neg 'stripe-parity=-1' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=-1
 start_fails parity_word 'stripe-parity=raid5' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=raid5
+start_fails offset_word 'stripe-offset=start' 'where the export starts in the array' -- "${st[@]}" "${both[@]}" stripe-offset=start
+start_fails offset_neg 'stripe-offset=-1M: negative' 'such as 1M' -- "${st[@]}" "${both[@]}" stripe-offset=-1M
+start_fails offset_empty 'stripe-offset=: empty value' -- "${st[@]}" "${both[@]}" stripe-offset=
 
 # Incomplete or contradictory combinations (nothing is detected below
 # the memory plugin, so the options must give the whole geometry).
 start_fails only_chunk 'stripe-chunk given without stripe-data-disks' 'no gmblock plugin below' -- "${st[@]}" stripe-chunk=64K
 start_fails only_disks 'stripe-data-disks given without stripe-chunk' -- "${st[@]}" stripe-data-disks=4
 start_fails only_parity 'stripe-parity given without stripe-chunk and stripe-data-disks' -- "${st[@]}" stripe-parity=1
+start_fails only_offset 'stripe-offset given without stripe-chunk and stripe-data-disks' -- "${st[@]}" stripe-offset=1M
 start_fails raid6_one 'stripe-parity=2 \(RAID6\) with stripe-data-disks=1:' 'stripe-data-disks=2 or more' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=1 stripe-parity=2
 start_fails stripe_big 'full stripe of stripe-data-disks=4 x stripe-chunk=16M is larger than 32M' -- "${st[@]}" stripe-chunk=16M stripe-data-disks=4
 
@@ -58,7 +62,8 @@ start_fails sysfs_empty 'gmblock-stripe: stripe-sysfs= is empty' 'standing for /
 # The limits themselves are accepted.
 for ok in "stripe-chunk=512 stripe-data-disks=4096" "stripe-chunk=32M stripe-data-disks=1" \
           "stripe-chunk=64K stripe-data-disks=2 stripe-parity=2" "stripe-chunk=1M stripe-data-disks=1 stripe-parity=1" \
-          "stripe-chunk=96K stripe-data-disks=3"; do
+          "stripe-chunk=96K stripe-data-disks=3" "stripe-chunk=64K stripe-data-disks=3 stripe-offset=0" \
+          "stripe-chunk=64K stripe-data-disks=3 stripe-offset=1114112"; do
     # shellcheck disable=SC2086
     "$NBDKIT" -U - "${st[@]}" $ok --run 'nbdinfo --size "$uri"' >"$T/ok.out" 2>&1 ||
         { cat "$T/ok.out" >&2; fail "refused valid options: $ok"; }

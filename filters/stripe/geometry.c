@@ -8,6 +8,7 @@
  * nothing was.  The same decision is made again as each connection
  * opens (reshape.c): 'current' is the latest, for new connections.
  */
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -57,10 +58,19 @@ apply_options (struct gm_stripe *geo, bool detected, bool warn)
     geo->parity = cfg.parity;
     geo->parity_known = true;
   }
-  if (detected && (cfg.chunk || cfg.data_disks || cfg.parity >= 0))
+  if (cfg.offset >= 0) {
+    snprintf (a, sizeof a, "%" PRId64, cfg.offset);
+    snprintf (b, sizeof b, "%" PRIu64, geo->offset);
+    override (warn, "stripe-offset", a, b, src);
+    geo->offset = cfg.offset;
+  }
+  if (detected && (cfg.chunk || cfg.data_disks || cfg.parity >= 0 ||
+                   cfg.offset >= 0))
     snprintf (geo->source, sizeof geo->source, "%.120s, with options", src);
-  if (cfg.chunk && cfg.data_disks)
-    geo->note[0] = '\0';       /* the options say where the stripe is */
+  /* The options say where the stripe is. */
+  if ((cfg.chunk && cfg.data_disks) ||
+      (cfg.offset >= 0 && geo->offset_unknown))
+    geo->note[0] = '\0';
 }
 
 /* Options alone: they must give the whole geometry. */
@@ -76,7 +86,8 @@ options_alone (bool startup, struct gm_stripe *geo, const char *why)
     nbdkit_error (SNAME ": %s given without %s, and no geometry was "
                   "detected (%s): expected both stripe-chunk=SIZE and "
                   "stripe-data-disks=N", cfg.chunk ? "stripe-chunk" :
-                  cfg.data_disks ? "stripe-data-disks" : "stripe-parity",
+                  cfg.data_disks ? "stripe-data-disks" : cfg.parity >= 0
+                  ? "stripe-parity" : "stripe-offset",
                   cfg.chunk ? "stripe-data-disks" : cfg.data_disks ?
                   "stripe-chunk" : "stripe-chunk and stripe-data-disks", why);
   return -1;
@@ -130,7 +141,8 @@ whole_geometry_check (bool startup, const struct gm_stripe *geo, char *why,
 int
 geometry_resolve (bool startup, struct sp_geom *g, char *why, size_t len)
 {
-  bool any_option = cfg.chunk || cfg.data_disks || cfg.parity >= 0;
+  bool any_option = cfg.chunk || cfg.data_disks || cfg.parity >= 0 ||
+    cfg.offset >= 0;
   struct gm_stripe *geo = &g->geo;
   char w[384] = "";
   int r = 0;

@@ -16,7 +16,7 @@
 #include "sizes.h"
 #include "stripe.h"
 
-struct sp_config cfg = { .parity = -1 };
+struct sp_config cfg = { .parity = -1, .offset = -1 };
 
 static int
 parse_chunk (const char *value)
@@ -83,6 +83,18 @@ sp_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     cfg.parity = n;
     return 0;
   }
+  if (strcmp (key, "stripe-offset") == 0) {
+    const char *why = NULL;
+    uint64_t v;
+    if (gm_parse_size (value, &v, &why) == -1 || v > INT64_MAX) {
+      nbdkit_error (SNAME ": stripe-offset=%s: %s (expected where the export "
+                    "starts in the array, in bytes or with a unit, such as "
+                    "1M or 1114112)", value, why ? why : "too large");
+      return -1;
+    }
+    cfg.offset = v;
+    return 0;
+  }
   if (strcmp (key, "stripe-sysfs") == 0) {
     char dev[4096];
     if (*value == '\0') {
@@ -145,6 +157,7 @@ sp_config_complete (nbdkit_next_config_complete *next, nbdkit_backend *nxdata)
   "stripe-chunk=SIZE       RAID chunk size (multiple of 512), overrides detection.\n" \
   "stripe-data-disks=N     Members holding data, overrides detection.\n" \
   "stripe-parity=0|1|2     Parity chunks per stripe, overrides detection.\n" \
+  "stripe-offset=SIZE      Where the export starts in the array.\n" \
   "stripe-sysfs=DIR        Read sysfs from DIR instead of /sys (tests).\n" \
   "stripe-stats=FILE       Write counters and the geometry to FILE at exit.\n" \
   "stripe-stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."

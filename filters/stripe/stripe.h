@@ -31,6 +31,7 @@ struct sp_config {
   uint64_t chunk;               /* stripe-chunk=, 0 unset */
   unsigned data_disks;          /* stripe-data-disks=, 0 unset */
   int parity;                   /* stripe-parity=, -1 unset */
+  int64_t offset;               /* stripe-offset=, -1 unset */
   char *sysfs;                  /* stripe-sysfs=, NULL = /sys */
 };
 extern struct sp_config cfg;
