@@ -150,6 +150,17 @@ gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
 static int resolve (const char *root, unsigned maj, unsigned min, int depth,
                     struct gm_stripe *s, char *why, size_t whylen);
 
+/* nvmeXnY, or nvmeXcZnY (a path of a multipath namespace). */
+static bool
+is_nvme_namespace (const char *name)
+{
+  unsigned a, b, c;
+  int end = 0;
+
+  return (sscanf (name, "nvme%un%u%n", &a, &b, &end) == 2 && !name[end]) ||
+    (sscanf (name, "nvme%uc%un%u%n", &a, &b, &c, &end) == 3 && !name[end]);
+}
+
 /* md RAID0 over members of different sizes stripes in zones: all
  * members up to the smallest one's end, then those that are larger,
  * and so on (md's create_strip_zones, which rounds each member down to
@@ -534,6 +545,19 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
   read_u64 (dir, "queue/minimum_io_size", &io_min);
   read_u64 (dir, "queue/optimal_io_size", &io_opt);
   read_u64 (dir, "queue/physical_block_size", &pbs);
+  if (is_nvme_namespace (name) &&
+      gm_stripe_from_io_hints (io_min, io_opt, pbs, s)) {
+    /* The kernel derives them from the drive's preferred write
+     * granularity and optimal write size (NPWG, NOWS): one drive, whose
+     * reads cut into "chunks" would only get slower. */
+    snprintf (why, whylen, "%s (%u:%u) is an NVMe namespace, not a RAID: "
+              "its io_min %" PRIu64 " and io_opt %" PRIu64 " are the drive's "
+              "write granularity (NPWG, NOWS); give stripe-chunk= and "
+              "stripe-data-disks= for a RAID behind an NVMe interface",
+              name, maj, min, io_min, io_opt);
+    memset (s, 0, sizeof *s);
+    return 0;
+  }
   if (gm_stripe_from_io_hints (io_min, io_opt, pbs, s)) {
     snprintf (s->source, sizeof s->source, "%s io_min/io_opt", name);
     s->offset = part_start;

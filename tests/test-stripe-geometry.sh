@@ -48,14 +48,28 @@ grep -qE 'nvme0n1 \([0-9]+:[0-9]+\) is not a RAID' "$T/disk.log" || fail "disk: 
 expect "disk: active" "$(scounter disk.stats active)" 0
 info "disk: $(grep 'no RAID' "$T/disk.log")"
 
-# 1b. dm-stripe or hardware RAID exporting io_min/io_opt (128K x 4).
-echo 131072 >sys/class/block/nvme0n1/queue/minimum_io_size
-echo 524288 >sys/class/block/nvme0n1/queue/optimal_io_size
+# 1b. dm-stripe or hardware RAID exporting io_min/io_opt (128K x 4): a
+# SCSI disk of a RAID controller.
+sdb=$T/sys/devices/pci0000:00/0000:00:05.0/host0/sdb
+mkdir -p "$sdb/queue"
+echo 131072 >"$sdb/queue/minimum_io_size"; echo 524288 >"$sdb/queue/optimal_io_size"
+echo 512 >"$sdb/queue/physical_block_size"
+point "$sdb"
 serve hints "${gm[@]}"
 expect "hints: preferred" "$(bsize hints preferred)" 524288
 stop_server hints
-grep -q 'geometry: nvme0n1 io_min/io_opt: chunk 128K, 4 data disks, parity unknown' "$T/hints.log" ||
+grep -q 'geometry: sdb io_min/io_opt: chunk 128K, 4 data disks, parity unknown' "$T/hints.log" ||
     { cat "$T/hints.log" >&2; fail "hints: verbose geometry line missing"; }
+# The same hints on the NVMe drive are its write granularity (NPWG,
+# NOWS), not a RAID: pass-through, saying why.
+point "$T/sys/class/block/nvme0n1"
+echo 131072 >sys/class/block/nvme0n1/queue/minimum_io_size
+echo 524288 >sys/class/block/nvme0n1/queue/optimal_io_size
+serve nvmehints "${gm[@]}"
+expect "nvmehints: preferred" "$(bsize nvmehints preferred)" "$pref0"
+stop_server nvmehints
+grep -q 'nvme0n1 (.*) is an NVMe namespace, not a RAID: its io_min 131072 and io_opt 524288' "$T/nvmehints.log" ||
+    { cat "$T/nvmehints.log" >&2; fail "nvmehints: no note that an NVMe drive's io hints are no stripe"; }
 
 # 1c. Options alone (the real /sys, whatever is under this file: both
 # options given, they win), and over a plugin that gives no block

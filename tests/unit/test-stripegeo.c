@@ -192,6 +192,26 @@ tree (void)
   CHECK (detect (file, &s) == 1 && s.chunk == 131072 && s.data_disks == 4);
   CHECK (strcmp (s.source, "dm0 io_min/io_opt") == 0);
 
+  /* ... an NVMe drive whose NPWG/NOWS make io hints that look like a
+   * stripe (16K x 8): one drive, not a RAID; multipath paths too. */
+  put ("devices/pci0/nvme/nvme0/nvme0n1/queue/minimum_io_size", "16384");
+  put ("devices/pci0/nvme/nvme0/nvme0n1/queue/optimal_io_size", "131072");
+  put ("devices/pci0/nvme/nvme0/nvme0n1/queue/physical_block_size", "4096");
+  link_dev (devno, "../../devices/pci0/nvme/nvme0/nvme0n1");
+  CHECK (detect (file, &s) == 0 && strstr (why, "NVMe namespace, not a RAID"));
+  CHECK (s.chunk == 0 && s.data_disks == 0);
+  put ("devices/pci0/nvme/nvme0/nvme0c1n1/queue/minimum_io_size", "16384");
+  put ("devices/pci0/nvme/nvme0/nvme0c1n1/queue/optimal_io_size", "131072");
+  put ("devices/pci0/nvme/nvme0/nvme0c1n1/queue/physical_block_size", "4096");
+  link_dev (devno, "../../devices/pci0/nvme/nvme0/nvme0c1n1");
+  CHECK (detect (file, &s) == 0 && strstr (why, "NVMe namespace"));
+  /* The same hints on a SCSI disk are a hardware RAID's. */
+  put ("devices/pci0/host0/sdb/queue/minimum_io_size", "16384");
+  put ("devices/pci0/host0/sdb/queue/optimal_io_size", "131072");
+  put ("devices/pci0/host0/sdb/queue/physical_block_size", "4096");
+  link_dev (devno, "../../devices/pci0/host0/sdb");
+  CHECK (detect (file, &s) == 1 && s.chunk == 16384 && s.data_disks == 8);
+
   /* ... device-mapper over md0 (an LVM volume, LUKS): its segments'
    * places in the array from the table, as 'dmsetup table' prints it. */
   link_dev ("9:0", "../../devices/virtual/block/md0");
