@@ -510,6 +510,8 @@ tell_abandoned (struct conn *c)
   uint64_t id, instance;
   int e = 0;
 
+  if (gm_ab_listed () == 0)
+    return 0;                   /* the hot path: one atomic load */
   self = conn_ab (c, &instance);
   while (e == 0 && gm_ab_take (self, instance, &id, &n)) {
     e = abandon_once (c, id, instance);
