@@ -52,6 +52,21 @@
 #define WR_REQ(w) ((unsigned) (((w) >> 8) & 0xffffff))
 #define WR_PIECE(w) ((unsigned) ((w) & 0xff))
 
+/* The NIC orders a request's work: what a worker wrote in the request
+ * before posting work for it is seen by the poller that takes the
+ * completion.  ThreadSanitizer cannot see that (the verbs library's
+ * queues are not instrumented): tell it, per request.
+ */
+#ifdef __SANITIZE_THREAD__
+void __tsan_acquire (void *addr);
+void __tsan_release (void *addr);
+#define NIC_RELEASE(q) __tsan_release (q)
+#define NIC_ACQUIRE(q) __tsan_acquire (q)
+#else
+#define NIC_RELEASE(q) ((void) (q))
+#define NIC_ACQUIRE(q) ((void) (q))
+#endif
+
 static inline unsigned
 req_index (struct client *c, struct req *q)
 {
@@ -107,6 +122,7 @@ post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
   struct ibv_sge sge;
 
   rdma_wr (q, op, wr_id, off, len, &wr, &sge);
+  NIC_RELEASE (q);
   return ibv_post_send (c->id->qp, &wr, &bad) ? -1 : 0;
 }
 
@@ -225,6 +241,7 @@ finish (struct client *c, struct req *q)
    * stays held until the queue pair is destroyed
    * (gm_rdma_client_release).
    */
+  NIC_RELEASE (q);
   if (ibv_post_send (c->id->qp, first, &bad))
     nbdkit_debug (NAME ": %s: posting a reply failed: its buffer is held "
                   "until the client is released", c->peer);
@@ -619,6 +636,7 @@ on_completion (struct client *c, const struct ibv_wc *wc)
   if (WR_REQ (wc->wr_id) >= c->rp.lim.credits)
     return -1;
   q = &c->reqs[WR_REQ (wc->wr_id)];
+  NIC_ACQUIRE (q);
   pthread_mutex_lock (&c->lock);
   switch (kind) {
   case WR_DATA:
@@ -748,6 +766,7 @@ gm_rdma_client_run (void *arg)
 
   for (;;) {
     int r = 1;
+    bool idle;
     uint64_t now;
 
     if (!ending && (now = gm_now_ns ()) >= next_watch) {
@@ -817,9 +836,10 @@ gm_rdma_client_run (void *arg)
           c->reqs[i].state = RQ_FREE;
       c->qlen = c->ndeferred = 0;
     }
-    r = c->running == 0 && all_free (c);
+    idle = c->running == 0;
+    r = idle && all_free (c);
     pthread_mutex_unlock (&c->lock);
-    if (r || (c->running == 0 && gm_now_ns () > deadline))
+    if (r || (idle && gm_now_ns () > deadline))
       break;
   }
   fence_done (c);               /* left only once no worker runs */

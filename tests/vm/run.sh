@@ -52,6 +52,10 @@ if [ -n "${LAB_SANITIZE:-}" ] &&
     ! [ -f "$REPO/.build-sanitize/tests/sanitizer-shim.so" ]; then
     die "LAB_SANITIZE needs the sanitizer build: make B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so"
 fi
+if [ -n "${LAB_TSAN:-}" ] &&
+    ! [ -f "$REPO/.build-tsan/tests/sanitizer-shim.so" ]; then
+    die "LAB_TSAN needs the ThreadSanitizer build: make B=.build-tsan TSAN=1 all .build-tsan/tests/sanitizer-shim.so"
+fi
 # One lab at a time per cache: runs share the scenario folders.
 exec 9>"$VM_CACHE/.lock"
 flock -n 9 || { say "waiting for another guest lab run to finish"; flock 9; }

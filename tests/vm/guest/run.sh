@@ -19,12 +19,17 @@ if [ -n "${LAB_SANITIZE:-}" ]; then
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$OUT/asan
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$OUT/ubsan
     export LSAN_OPTIONS=suppressions=$LAB_REPO/tests/lsan.supp:print_suppressions=0
+elif [ -n "${LAB_TSAN:-}" ]; then
+    # The same with ThreadSanitizer (tests/run's GMBLOCK_TSAN).
+    export GMBLOCK_BUILDDIR=$LAB_REPO/.build-tsan
+    export GMBLOCK_PRELOAD="$(gcc -print-file-name=libtsan.so):$GMBLOCK_BUILDDIR/tests/sanitizer-shim.so"
+    export TSAN_OPTIONS=halt_on_error=0:second_deadlock_stack=1:report_signal_unsafe=0:suppressions=$LAB_REPO/tests/tsan.supp:log_path=$OUT/tsan
 fi
 echo "lab: scenario $LAB_NAME starting" >/dev/console
 bash "$LAB_SCENARIO" >"$OUT/scenario.log" 2>&1 </dev/null
 rc=$?
 # With ASan present UBSan writes to stderr: the modules' logs.
-reports=$(ls "$OUT"/asan.* "$OUT"/ubsan.* 2>/dev/null; [ -z "${LAB_SANITIZE:-}" ] ||
+reports=$(ls "$OUT"/asan.* "$OUT"/ubsan.* "$OUT"/tsan.* 2>/dev/null; [ -z "${LAB_SANITIZE:-}" ] ||
     grep -l "runtime error:" "$OUT"/*.log 2>/dev/null | grep -v scenario.log)
 if [ -n "$reports" ]; then
     { echo "sanitizer report:"; cat $reports; } >>"$OUT/scenario.log"
