@@ -7,7 +7,8 @@
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
 # 3300) bounds the whole lab, LAB_BOOT_TIMEOUT (seconds, default 120)
 # how long a guest may boot before its scenario starts (else it boots
-# once more), VM_CACHE moves the cache, LAB_KERNEL and LAB_PCI override
+# once more), LAB_MEM the guest's memory (MiB, default 1024), VM_CACHE
+# moves the cache, LAB_KERNEL and LAB_PCI override
 # every scenario's lab-kernel and lab-pci headers.
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/kernel.sh"

@@ -123,7 +123,7 @@ boot_guest() {
     # -cpu max so host binaries built for newer x86 features still run.
     # shellcheck disable=SC2086
     timeout -k 10 "$limit" qemu-system-x86_64 \
-        $QEMU_PCI_ARGS -cpu max -smp 2 -m 1024 \
+        $QEMU_PCI_ARGS -cpu max -smp 2 -m "${LAB_MEM:-1024}" \
         -display none -monitor none -serial "file:$dir/console.log" \
         -pidfile "$dir/qemu.pid" \
         -no-reboot -nic none \
