@@ -127,6 +127,8 @@ $(B)/tests/unit/test-rdma-fence-serve: filters/rdma/fence.c filters/rdma/serve.c
 $(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS) \
   -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
+$(B)/tests/unit/test-bridge-abandon: plugins/gmblock-rdma/bridge.c plugins/gmblock-rdma/bridge.h
+$(B)/tests/unit/test-bridge-abandon: UNIT_LDFLAGS = $(RDMA_LIBS)
 # Stops the SIGUSR1 handler's write, raises the signal as it goes on (see the test).
 $(B)/tests/unit/test-statsout-usr1: UNIT_LDFLAGS = -Wl,--wrap=write -Wl,--wrap=sigaction
 $(B)/tests/unit/test-lost-buffer: plugins/gmblock/io.c plugins/gmblock/engine.c \

@@ -165,7 +165,9 @@ gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
 
     for (struct gm_ab_node *x = list; x && !n; x = x->next) {
       if (x == self || x->instance != instance)
-        continue;               /* another process: a write here fails */
+        continue;               /* another process: should self's
+                                 * connection reconnect to it before
+                                 * its write, gm_ab_pending says so */
       if (x->telling)
         others_tell = true;
       else
@@ -186,6 +188,20 @@ gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
   }
   pthread_mutex_unlock (&lock);
   return false;
+}
+
+bool
+gm_ab_pending (const struct gm_ab_node *self, uint64_t instance)
+{
+  bool found = false;
+
+  if (atomic_load (&nlisted) == 0)
+    return false;
+  pthread_mutex_lock (&lock);
+  for (struct gm_ab_node *x = list; x && !found; x = x->next)
+    found = x != self && x->instance == instance;
+  pthread_mutex_unlock (&lock);
+  return found;
 }
 
 void

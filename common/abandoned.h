@@ -59,6 +59,14 @@ void gm_ab_connected (struct gm_ab_node *n, uint64_t instance);
  */
 bool gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
                  uint64_t *id, struct gm_ab_node **told);
+/* Whether a connection of 'instance' other than self is listed (told
+ * now or not): a write about to go out on self's connection, which
+ * cannot reconnect meanwhile, must let gm_ab_take tell them first.
+ * Its instance may have changed since gm_ab_take was asked (a dead
+ * connection reconnects as its request reserves a slot).  Lock-free
+ * when nothing is listed.
+ */
+bool gm_ab_pending (const struct gm_ab_node *self, uint64_t instance);
 /* The ABANDON for *told ended: ok, the server has fenced it (or never
  * had it); not ok, it stays listed for the next writer.
  */

@@ -314,11 +314,38 @@ collect (struct conn *c, struct piece *p, uint8_t op, int *res)
   *res = worse (*res, e);
 }
 
+/* What run returns when a WRITE, TRIM or ZERO found, with its first
+ * slot reserved, a broken connection of its server instance still to
+ * be named (tell_abandoned asked about another instance: its
+ * connection was dead, and reconnected to a restarted server only as
+ * that slot was reserved).  Nothing was sent; request tells, then
+ * runs it again.  Not one of conn.c's codes.
+ */
+#define RUN_TELL (-4)
+/* How many times: each one follows a reconnect or a new break. */
+#define MAX_TELLS 8
+
+/* Whether a write about to go out on c, which holds a slot (so c does
+ * not reconnect meanwhile), must wait for tell_abandoned.
+ */
+static bool
+must_tell (struct conn *c)
+{
+  struct gm_ab_node *self;
+  uint64_t instance;
+
+  if (gm_ab_listed () == 0)
+    return false;               /* the hot path: one atomic load */
+  self = conn_ab (c, &instance);
+  return gm_ab_pending (self, instance);
+}
+
 /* One request: READ and WRITE as pieces of at most max_request, as
  * many in flight as the credits allow (the oldest is collected when a
  * credit or a bounce buffer is missing: a request never waits on
- * something it holds itself).  Returns 0, a positive errno, or -1 when
- * the transport failed.  Every piece has ended when it returns.
+ * something it holds itself).  Returns 0, a positive errno, -1 when
+ * the transport failed, or RUN_TELL.  Every piece has ended when it
+ * returns.
  */
 static int
 run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
@@ -332,6 +359,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
   /* The piece being sent waited for a credit, for a bounce buffer:
    * each counted once, however many times it tries again. */
   bool credit_waited = false, pool_waited = false;
+  bool first = true;
 
   if (data && count == 0)
     return 0;
@@ -358,6 +386,13 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
       res = worse (res, p->slot);
       break;
     }
+    /* The first slot pins c's connection, maybe just made: now its
+     * instance is the one the write goes to. */
+    if (first && p->slot >= 0 && gm_rp_op_writes (op) && must_tell (c)) {
+      conn_unreserve (c, p->slot);
+      return RUN_TELL;
+    }
+    first = false;
     if (p->slot == -2) {
       collect (c, &win[head], op, &res);
       head = (head + 1) % GM_RP_MAX_CREDITS;
@@ -532,14 +567,16 @@ static int
 request (struct conn *c, uint8_t op, uint16_t flags, void *buf,
          uint32_t count, uint64_t offset, bool idempotent)
 {
-  int e, resends = 0;
+  int e, resends = 0, tells = 0;
   bool retried = false;
 
   do {
     e = gm_rp_op_writes (op) ? tell_abandoned (c) : 0;
     if (e == 0)
       e = run (c, op, flags, buf, count, offset);
-  } while (again (e, idempotent, &resends, &retried));
+    if (e == RUN_TELL && ++tells == MAX_TELLS)
+      e = -1;                   /* nothing was sent: EIO */
+  } while (e == RUN_TELL || again (e, idempotent, &resends, &retried));
   return outcome (e, op, flags, count, offset);
 }
 

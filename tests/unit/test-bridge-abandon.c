@@ -1,0 +1,287 @@
+/* Unit test: the bridge's requests (plugins/gmblock-rdma/bridge.c)
+ * name broken connections to the server (ABANDON, protocol version 5)
+ * before a WRITE, TRIM or ZERO, to the server instance the write goes
+ * to.
+ * SPDX-License-Identifier: BSD-3-Clause
+ *
+ * bridge.c is compiled in over a fake conn.c and mem.c: a connection
+ * that is dead reconnects, to the instance a case chose, at the first
+ * conn_reserve that may wait (as conn.c does), and every request it
+ * posts is logged with the instance it went to; the server answers
+ * everything with success.
+ */
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "unit.h"
+
+#include "../../plugins/gmblock-rdma/bridge.c"
+
+struct conn {
+  bool dead;
+  uint64_t instance;            /* its latest connection's */
+  uint64_t next_instance;       /* the one it reconnects to */
+  struct gm_ab_node *ab;
+  struct gm_rp_limits lim;
+  unsigned busy;
+};
+
+#define MAXLOG 16
+static struct sent {
+  uint8_t op;
+  uint64_t offset, addr;
+  uint64_t instance;            /* of the connection it went on */
+} sent[MAXLOG];
+static unsigned nsent;
+
+struct conn *
+conn_open (void)
+{
+  return NULL;
+}
+
+void
+conn_close (struct conn *c)
+{
+}
+
+const struct gm_rp_limits *
+conn_limits (const struct conn *c)
+{
+  return &c->lim;
+}
+
+unsigned
+conn_credits (const struct conn *c)
+{
+  return 4;
+}
+
+struct gm_ab_node *
+conn_ab (struct conn *c, uint64_t *instance)
+{
+  *instance = c->instance;
+  return c->ab;
+}
+
+int
+conn_reserve (struct conn *c, bool wait, bool *waited)
+{
+  if (c->dead) {
+    if (!wait)
+      return -1;
+    /* conn.c's reconnect: the hello names it (connect_server). */
+    c->dead = false;
+    c->instance = c->next_instance;
+    gm_ab_connected (c->ab, c->instance);
+  }
+  if (c->busy == 4)
+    return -2;
+  return c->busy++;
+}
+
+void
+conn_unreserve (struct conn *c, int slot)
+{
+  c->busy--;
+}
+
+int
+conn_post (struct conn *c, int slot, struct gm_rp_request *r,
+           struct gm_uf_ack *ack)
+{
+  CHECK (nsent < MAXLOG);
+  sent[nsent++] = (struct sent) { .op = r->op, .offset = r->offset,
+                                  .addr = r->addr, .instance = c->instance };
+  return 0;
+}
+
+int
+conn_collect (struct conn *c, int slot)
+{
+  c->busy--;
+  return 0;
+}
+
+int
+conn_collect_count (struct conn *c, int slot, uint32_t *count)
+{
+  *count = 0;
+  return conn_collect (c, slot);
+}
+
+void
+conn_acked (struct conn *c, const struct gm_uf_ack *ack)
+{
+}
+
+void
+conn_flush_begin (struct conn *c, struct gm_uf_flush *f)
+{
+}
+
+bool
+conn_flush_lost (struct conn *c, const struct gm_uf_flush *f)
+{
+  return false;
+}
+
+int
+mem_check_odp (char *why, size_t whylen)
+{
+  return 0;
+}
+
+uint32_t
+mem_max_request (void)
+{
+  return 1 << 20;
+}
+
+int
+mem_get (void *user, uint32_t len, bool wait, struct buf_ref *b)
+{
+  *b = (struct buf_ref) { .addr = user, .len = len, .ent = -1 };
+  return 0;
+}
+
+int
+mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b)
+{
+  static char extents[4096];
+
+  *b = (struct buf_ref) { .addr = extents, .len = len, .ent = -1 };
+  return 0;
+}
+
+void
+mem_put (struct buf_ref *b)
+{
+}
+
+void
+mem_unload (void)
+{
+}
+
+/* What bridge.c and the common library call of nbdkit. */
+void
+nbdkit_debug (const char *fs, ...)
+{
+}
+
+void
+nbdkit_error (const char *fs, ...)
+{
+}
+
+void
+nbdkit_set_error (int err)
+{
+}
+
+char *
+nbdkit_absolute_path (const char *path)
+{
+  return strdup (path);
+}
+
+int
+nbdkit_add_extent (struct nbdkit_extents *ex, uint64_t offset,
+                   uint64_t length, uint32_t type)
+{
+  return 0;
+}
+
+#define I1 0x1111
+#define I2 0x2222
+
+static void
+conn_init (struct conn *c, uint64_t id, uint64_t instance)
+{
+  *c = (struct conn) { .instance = instance, .next_instance = instance,
+                       .ab = gm_ab_open (id),
+                       .lim = { .size = 1 << 30, .max_request = 1 << 20,
+                                .min_block = 512, .credits = 4 } };
+  CHECK (c->ab != NULL);
+  gm_ab_connected (c->ab, instance);
+}
+
+/* x broke with a write in flight on instance 'broke_on'; c, dead since
+ * it last talked to 'was', reconnects to 'now' and writes.  What went
+ * out, in order. */
+static void
+write_after (uint64_t broke_on, uint64_t was, uint64_t now)
+{
+  static char buf[4096];
+  struct conn x, c;
+
+  nsent = 0;
+  conn_init (&x, 0xa, broke_on);
+  conn_init (&c, 0xc, was);
+  gm_ab_broken (x.ab, broke_on);
+  c.dead = true;
+  c.next_instance = now;
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == 0);
+  CHECK_EQ_U64 (c.busy, 0);
+  gm_ab_close (x.ab);
+  gm_ab_close (c.ab);
+}
+
+/* The plain case: the same instance throughout. */
+static void
+same_instance (void)
+{
+  write_after (I1, I1, I1);
+  CHECK_EQ_U64 (nsent, 2);
+  CHECK_EQ_U64 (sent[0].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (sent[0].offset, 0xa);
+  CHECK_EQ_U64 (sent[0].addr, I1);
+  CHECK_EQ_U64 (sent[1].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
+/* c last talked to the server process before a restart (I1), and was
+ * dead since; x broke on the new one (I2) with a write in flight, and
+ * the NBD client writes again over c.  c's reconnect (to I2) comes
+ * only as its write is sent: x must be named to I2 before that write,
+ * or x's write, still in I2's storage, may land over it. */
+static void
+stale_instance (void)
+{
+  write_after (I2, I1, I2);
+  CHECK (nsent >= 2);
+  CHECK_EQ_U64 (sent[nsent - 2].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (sent[nsent - 2].offset, 0xa);
+  CHECK_EQ_U64 (sent[nsent - 2].addr, I2);
+  CHECK_EQ_U64 (sent[nsent - 2].instance, I2);
+  CHECK_EQ_U64 (sent[nsent - 1].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (sent[nsent - 1].instance, I2);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
+/* x broke on a process that c's reconnect finds restarted: x died with
+ * it, nothing is left listed, and the write goes out. */
+static void
+old_instance (void)
+{
+  write_after (I1, I1, I2);
+  CHECK (nsent >= 1);
+  CHECK_EQ_U64 (sent[nsent - 1].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (sent[nsent - 1].instance, I2);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
+static const struct unit_case cases[] = {
+  { "same_instance", same_instance },
+  { "stale_instance", stale_instance },
+  { "old_instance", old_instance },
+};
+
+int
+main (int argc, char *argv[])
+{
+  UNIT_RUN_CASES (cases, argc, argv);
+  UNIT_DONE ();
+}
