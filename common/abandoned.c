@@ -225,6 +225,32 @@ gm_ab_listed (void)
   return atomic_load (&nlisted);
 }
 
+/* Exactly 16 hex digits at s (sscanf's %x would also take a sign, a
+ * 0x, blanks, fewer digits): whether they were, and their value.
+ */
+static bool
+hex16 (const char *s, uint64_t *v)
+{
+  uint64_t x = 0;
+
+  for (int i = 0; i < 16; i++) {
+    char c = s[i];
+    unsigned d;
+
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (c >= 'a' && c <= 'f')
+      d = c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      d = c - 'A' + 10;
+    else
+      return false;
+    x = x << 4 | d;
+  }
+  *v = x;
+  return true;
+}
+
 /* Adopt the connections a state file names: closed, listed.  Checked
  * whole first: a bad file adopts nothing.
  */
@@ -244,13 +270,11 @@ load (const char *text, size_t len, char *why, size_t whylen)
     size_t line = 2;
     for (size_t at = hl; at < len; at += STATE_LINE, line++) {
       uint64_t id, inst;
-      char nl;
       struct gm_ab_node *n;
 
-      if (len - at < STATE_LINE ||
-          sscanf (text + at, "%16" SCNx64 " %16" SCNx64 "%c", &id, &inst,
-                  &nl) != 3 || nl != '\n' || text[at + 16] != ' ' ||
-          id == 0 || inst == 0) {
+      if (len - at < STATE_LINE || !hex16 (text + at, &id) ||
+          text[at + 16] != ' ' || !hex16 (text + at + 17, &inst) ||
+          text[at + 33] != '\n' || id == 0 || inst == 0) {
         snprintf (why, whylen, "line %zu is not 'CONN_ID INSTANCE' (two "
                   "nonzero 16-digit hex numbers)", line);
         return -1;

@@ -249,6 +249,16 @@ state_file (void)
   put (fd, HDR "00000000000000aa 0000000000001111\n00000000000000bb 1111\n");
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
   CHECK (strstr (why, "line 3 is not") != NULL);
+  /* 16 hex digits each, nothing else: no sign, 0x or blanks. */
+  put (fd, HDR "-000000000000001 0000000000001111\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  CHECK (strstr (why, "line 2 is not") != NULL);
+  put (fd, HDR "0x000000000000aa 0000000000001111\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  put (fd, HDR "00000000000000aa +000000000001111\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  put (fd, HDR "00000000000000aa            1111\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
   CHECK_EQ_U64 (gm_ab_listed (), 0);
   /* A killed bridge's two connections, of two server instances. */
   put (fd, HDR "00000000000000aa 0000000000001111\n"
