@@ -38,7 +38,15 @@ static void (*state_failed) (int err);
 /* Rewrite the state file: every connection the server may still hold
  * (open and connected, or listed).  Written over the old content, then
  * cut to length: a process killed in between leaves lines too many,
- * which cost an ABANDON each and nothing else.  Under the lock.
+ * which cost an ABANDON each and nothing else.  A write cut short (a
+ * kill between two pages of it, a crash before the fdatasync) leaves
+ * the new content's start over the old one's end: so lines keep their
+ * order (a node goes to the end of all when it opens, and again when
+ * it first connects: a new line is always the last), and one that both
+ * name moves only up, and only when one before it went; wherever the
+ * cut, it is whole in the new part or in the old one (or the same in
+ * both).
+ * Under the lock.
  */
 static void
 save (void)
@@ -99,10 +107,14 @@ gm_ab_open (uint64_t conn_id)
   struct gm_ab_node *n = calloc (1, sizeof *n);
 
   if (n) {
+    struct gm_ab_node **p = &all;
+
     n->conn_id = conn_id;
     pthread_mutex_lock (&lock);
-    n->all_next = all;
-    all = n;
+    /* At the end (save). */
+    while (*p)
+      p = &(*p)->all_next;
+    *p = n;
     pthread_mutex_unlock (&lock);
   }
   return n;
@@ -143,6 +155,18 @@ gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
     next = x->next;
     if (x == n || x->instance != instance)
       unlist (x);
+  }
+  if (!n->connected) {
+    /* Its line is new: at the end, as for save. */
+    struct gm_ab_node **p = &all;
+
+    while (*p != n)
+      p = &(*p)->all_next;
+    *p = n->all_next;
+    while (*p)
+      p = &(*p)->all_next;
+    *p = n;
+    n->all_next = NULL;
   }
   n->instance = instance;
   n->connected = true;

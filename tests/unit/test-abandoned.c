@@ -200,6 +200,7 @@ others_wait_failed (void)
  * the file follows every connect, close and tell.  Last: it keeps the
  * file for the rest of the process. */
 #define HDR "gmblock-rdma connections 1\n"
+static int test_state_fd = -1;          /* once gm_ab_state has it */
 
 static void
 put (int fd, const char *text)
@@ -237,6 +238,7 @@ state_file (void)
   struct gm_ab_node *c, *d;
 
   CHECK (fd >= 0);
+  test_state_fd = fd;
   unlink (path);
   /* Refused whole: nothing adopted. */
   put (fd, "connections\n");
@@ -267,11 +269,11 @@ state_file (void)
   CHECK_EQ_U64 (gm_ab_listed (), 2);
   /* The first connection reaches instance I1: bb died with I2. */
   c = gm_ab_open (0xc);
-  check_file (fd, HDR "00000000000000bb 0000000000002222\n"
-              "00000000000000aa 0000000000001111\n");
+  check_file (fd, HDR "00000000000000aa 0000000000001111\n"
+              "00000000000000bb 0000000000002222\n");
   gm_ab_connected (c, I1);
-  check_file (fd, HDR "000000000000000c 0000000000001111\n"
-              "00000000000000aa 0000000000001111\n");
+  check_file (fd, HDR "00000000000000aa 0000000000001111\n"
+              "000000000000000c 0000000000001111\n");
   /* Its first write tells the server about aa. */
   CHECK_EQ_U64 (tell_all (c, I1), 1);
   check_file (fd, HDR "000000000000000c 0000000000001111\n");
@@ -289,6 +291,110 @@ state_file (void)
   CHECK_EQ_U64 (gm_ab_listed (), 0);
 }
 
+/* A rewrite cut short (the bridge killed within a pwrite of more than
+ * a page: the kernel stops between pages; or a crash before its
+ * fdatasync ended) leaves the new content's start over the old one's
+ * end.  Every connection both name must still be named whole, wherever
+ * the cut.  (One only in the new content had no write sent yet; one
+ * only in the old one the server no longer holds.) */
+#define NTORN 150                       /* lines: more than a page */
+
+static char *
+snapshot (int fd, size_t *len)
+{
+  static char buf[2][64 * 1024];
+  static int which;
+  char *b = buf[which++ % 2];
+  ssize_t n = pread (fd, b, sizeof buf[0] - 1, 0);
+
+  CHECK (n > 0);
+  b[n] = '\0';
+  *len = n;
+  return b;
+}
+
+static bool
+names (const char *text, size_t len, const char *line)
+{
+  for (size_t at = strlen (HDR); at + 34 <= len; at += 34)
+    if (memcmp (text + at, line, 34) == 0)
+      return true;
+  return false;
+}
+
+static void
+check_cuts (const char *old, size_t oldlen, const char *new, size_t newlen)
+{
+  static char torn[64 * 1024];
+  size_t hl = strlen (HDR);
+
+  for (size_t cut = hl; cut <= newlen; cut++) {
+    size_t len = cut < oldlen ? oldlen : cut;
+    memcpy (torn, new, cut);
+    if (cut < oldlen)
+      memcpy (torn + cut, old + cut, oldlen - cut);
+    for (size_t at = hl; at + 34 <= oldlen; at += 34) {
+      if (!names (new, newlen, old + at))
+        continue;
+      if (!names (torn, len, old + at)) {
+        fprintf (stderr, "a rewrite cut at byte %zu loses '%.33s'\n", cut,
+                 old + at);
+        exit (1);
+      }
+    }
+  }
+}
+
+static void
+torn_rewrite (void)
+{
+  struct gm_ab_node *n[NTORN], *x, *y, *t;
+  char *old, *new, why[160];
+  size_t oldlen, newlen;
+  uint64_t id;
+
+  if (test_state_fd < 0) {              /* run alone */
+    char path[] = "/tmp/test-abandoned.XXXXXX";
+    CHECK ((test_state_fd = mkstemp (path)) >= 0);
+    unlink (path);
+    CHECK (gm_ab_state (test_state_fd, failed, why, sizeof why) == 0);
+  }
+  for (int i = 0; i < NTORN; i++) {
+    n[i] = gm_ab_open (0x100 + i);
+    gm_ab_connected (n[i], I1);
+  }
+  /* A connection opens (y opened before it, connects after it), */
+  y = gm_ab_open (0xffe);
+  old = snapshot (test_state_fd, &oldlen);
+  x = gm_ab_open (0xfff);
+  gm_ab_connected (x, I1);
+  new = snapshot (test_state_fd, &newlen);
+  check_cuts (old, oldlen, new, newlen);
+  old = new, oldlen = newlen;
+  gm_ab_connected (y, I1);
+  new = snapshot (test_state_fd, &newlen);
+  check_cuts (old, oldlen, new, newlen);
+  /* one closes, */
+  old = new, oldlen = newlen;
+  gm_ab_close (n[NTORN / 3]);
+  new = snapshot (test_state_fd, &newlen);
+  check_cuts (old, oldlen, new, newlen);
+  /* one closed with writes in flight is told. */
+  gm_ab_broken (n[NTORN / 2], I1);
+  gm_ab_close (n[NTORN / 2]);
+  old = snapshot (test_state_fd, &oldlen);
+  CHECK (gm_ab_take (x, I1, &id, &t));
+  gm_ab_told (t, true);
+  new = snapshot (test_state_fd, &newlen);
+  check_cuts (old, oldlen, new, newlen);
+  for (int i = 0; i < NTORN; i++)
+    if (i != NTORN / 3 && i != NTORN / 2)
+      gm_ab_close (n[i]);
+  gm_ab_close (x);
+  gm_ab_close (y);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
 static const struct unit_case cases[] = {
   { "basics", basics },
   { "connected", connected },
@@ -296,7 +402,8 @@ static const struct unit_case cases[] = {
   { "broke_again_while_told", broke_again_while_told },
   { "others_wait_ok", others_wait_ok },
   { "others_wait_failed", others_wait_failed },
-  { "state_file", state_file },           /* last */
+  { "state_file", state_file },           /* keeps the file */
+  { "torn_rewrite", torn_rewrite },
 };
 
 int
