@@ -344,13 +344,18 @@ stop_server pressure
 want_img $(seq 0 6 84)
 cmp pressure.img want.img || fail "pressure: data below differs"
 info "hold 1 s, hold 0 and a nearly all dirty cache write partial stripes without a flush"
-# e. The geometry from io hints only (hardware RAID: io_min 64K,
-# io_opt 192K): parity unknown, so a partial stripe is held as on
-# parity RAID (gmblock-stripe published it as parity 0, RAID0).
+# e. The geometry from io hints only (hardware RAID: a RAID
+# controller's SCSI disk with io_min 64K, io_opt 192K; an NVMe drive's
+# hints are no stripe): parity unknown, so a partial stripe is held as
+# on parity RAID (gmblock-stripe published it as parity 0, RAID0).
 truncate -s 16M hint.img
-python3 "$top/tests/fake-sysfs.py" hsys switch --storage-dev "$(stat -c %Hd:%Ld hint.img)"
-echo 65536 >hsys/class/block/nvme0n1/queue/minimum_io_size
-echo 196608 >hsys/class/block/nvme0n1/queue/optimal_io_size
+hdev=$(stat -c %Hd:%Ld hint.img)
+python3 "$top/tests/fake-sysfs.py" hsys switch --storage-dev "$hdev"
+hsdb=$T/hsys/devices/pci0000:00/0000:00:05.0/host0/sdb
+mkdir -p "$hsdb/queue"
+echo 65536 >"$hsdb/queue/minimum_io_size"; echo 196608 >"$hsdb/queue/optimal_io_size"
+echo 512 >"$hsdb/queue/physical_block_size"
+ln -sfn "$(realpath --relative-to="$T/hsys/dev/block" "$hsdb")" "$T/hsys/dev/block/$hdev"
 start_server hint --filter=gmblock-cache --filter=gmblock-stripe gmblock file="$T/hint.img" \
     direct=false stripe-sysfs="$T/hsys" cache-mode=writeback cache-block-size=4K \
     writeback-interval=0.2 writeback-hold=3600 cache-stats="$T/hint.stats"
