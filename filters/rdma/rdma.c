@@ -581,7 +581,44 @@ on_gone (struct rdma_cm_id *id)
   nbdkit_debug (NAME ": %s disconnected", c->peer);
 }
 
-/* Free the clients that are gone and whose threads have returned. */
+/* Clients are freed by a thread of their own: client_free can block
+ * for long (rdma_destroy_id: the 6.1 kernel's CM waits up to 10 s for a
+ * connection in TIMEWAIT; the stack below finalizing the client's
+ * context), and connect requests must be answered meanwhile (a CI run
+ * saw a connect unanswered for 20 s while the listener freed two
+ * dropped clients).
+ */
+static pthread_t reaper;
+static bool reaper_started, reaper_stop;
+static pthread_mutex_t dead_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t dead_cv = PTHREAD_COND_INITIALIZER;
+static struct client *dead;     /* unlinked, to be freed */
+
+static void *
+reaper_run (void *arg)
+{
+  pthread_mutex_lock (&dead_lock);
+  for (;;) {
+    struct client *c = dead;
+
+    if (c == NULL) {
+      if (reaper_stop)
+        break;
+      pthread_cond_wait (&dead_cv, &dead_lock);
+      continue;
+    }
+    dead = c->next_client;
+    pthread_mutex_unlock (&dead_lock);
+    client_free (c);
+    pthread_mutex_lock (&dead_lock);
+  }
+  pthread_mutex_unlock (&dead_lock);
+  return NULL;
+}
+
+/* Hand the clients that are gone and whose threads have returned to
+ * the reaper.
+ */
 static void
 reap (void)
 {
@@ -591,9 +628,11 @@ reap (void)
   while ((c = *p) != NULL) {
     if (c->gone && (!c->thread_started || atomic_load (&c->finished))) {
       *p = c->next_client;
-      pthread_mutex_unlock (&gm_rdma_clients_lock);
-      client_free (c);
-      pthread_mutex_lock (&gm_rdma_clients_lock);
+      pthread_mutex_lock (&dead_lock);
+      c->next_client = dead;
+      dead = c;
+      pthread_cond_signal (&dead_cv);
+      pthread_mutex_unlock (&dead_lock);
     }
     else
       p = &c->next_client;
@@ -773,6 +812,11 @@ rdma_after_fork (nbdkit_backend *b)
                   listen_addr.port);
     goto fail;
   }
+  if ((errno = pthread_create (&reaper, NULL, reaper_run, NULL))) {
+    nbdkit_error (NAME ": cannot start the reaper: %m");
+    goto fail;
+  }
+  reaper_started = true;
   if (pipe2 (wake_pipe, O_CLOEXEC) || pthread_create (&listener, NULL,
                                                       listener_run, NULL)) {
     nbdkit_error (NAME ": cannot start the listener: %m");
@@ -810,6 +854,15 @@ rdma_cleanup (nbdkit_backend *b)
       nbdkit_debug (NAME ": wake the listener: %m");
     pthread_join (listener, NULL);
     listener_started = false;
+  }
+  /* The listener hands over no more: the reaper frees what it has. */
+  if (reaper_started) {
+    pthread_mutex_lock (&dead_lock);
+    reaper_stop = true;
+    pthread_cond_signal (&dead_cv);
+    pthread_mutex_unlock (&dead_lock);
+    pthread_join (reaper, NULL);
+    reaper_started = false;
   }
   /* No more connects: a client reconnecting after its goodbye is
    * refused at once (and tries again) rather than left unanswered. */
