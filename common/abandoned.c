@@ -74,18 +74,47 @@ save (void)
   free (buf);
 }
 
+/* The list of every node, in the order of the state file's lines. */
+static void
+all_unlink (struct gm_ab_node *n)
+{
+  struct gm_ab_node **p = &all;
+
+  while (*p != n)
+    p = &(*p)->all_next;
+  *p = n->all_next;
+}
+
+/* At the end: a new line is always the last (save). */
+static void
+all_append (struct gm_ab_node *n)
+{
+  struct gm_ab_node **p = &all;
+
+  while (*p)
+    p = &(*p)->all_next;
+  n->all_next = NULL;
+  *p = n;
+}
+
 /* Its connection has closed and nobody needs it any more. */
 static void
 maybe_free (struct gm_ab_node *n)
 {
-  struct gm_ab_node **p = &all;
-
   if (!n->closed || n->listed || n->telling)
     return;
-  while (*p != n)
-    p = &(*p)->all_next;
-  *p = n->all_next;
+  all_unlink (n);
   free (n);
+}
+
+/* Whether listed node x is one a connection (node self) to 'instance'
+ * must name before it writes.
+ */
+static bool
+to_tell (const struct gm_ab_node *x, const struct gm_ab_node *self,
+         uint64_t instance)
+{
+  return x != self && x->instance == instance;
 }
 
 static void
@@ -107,14 +136,9 @@ gm_ab_open (uint64_t conn_id)
   struct gm_ab_node *n = calloc (1, sizeof *n);
 
   if (n) {
-    struct gm_ab_node **p = &all;
-
     n->conn_id = conn_id;
     pthread_mutex_lock (&lock);
-    /* At the end (save). */
-    while (*p)
-      p = &(*p)->all_next;
-    *p = n;
+    all_append (n);
     pthread_mutex_unlock (&lock);
   }
   return n;
@@ -157,16 +181,8 @@ gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
       unlist (x);
   }
   if (!n->connected) {
-    /* Its line is new: at the end, as for save. */
-    struct gm_ab_node **p = &all;
-
-    while (*p != n)
-      p = &(*p)->all_next;
-    *p = n->all_next;
-    while (*p)
-      p = &(*p)->all_next;
-    *p = n;
-    n->all_next = NULL;
+    all_unlink (n);             /* its line is new */
+    all_append (n);
   }
   n->instance = instance;
   n->connected = true;
@@ -188,7 +204,7 @@ gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
     bool others_tell = false;
 
     for (struct gm_ab_node *x = list; x && !n; x = x->next) {
-      if (x == self || x->instance != instance)
+      if (!to_tell (x, self, instance))
         continue;               /* another process: should self's
                                  * connection reconnect to it before
                                  * its write, gm_ab_pending says so */
@@ -223,7 +239,7 @@ gm_ab_pending (const struct gm_ab_node *self, uint64_t instance)
     return false;
   pthread_mutex_lock (&lock);
   for (struct gm_ab_node *x = list; x && !found; x = x->next)
-    found = x != self && x->instance == instance;
+    found = to_tell (x, self, instance);
   pthread_mutex_unlock (&lock);
   return found;
 }
