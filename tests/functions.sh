@@ -69,17 +69,19 @@ start_server () {
 
 server_pid () { eval "echo \${_pid_$1:-}"; }
 
-# Wait (3 s at most) until server NAME has closed every client
-# connection.  A client's disconnect is asynchronous: nbdkit runs the
+# wait_idle NAME|ADDR: wait (3 s at most) until server NAME, or the
+# server listening on ADDR (a Unix socket's path or HOST:PORT), has
+# closed every client connection.  A client's disconnect is asynchronous: nbdkit runs the
 # modules' .finalize and .close for it afterwards, and skips them when
 # SIGTERM comes first (free_connection checks quit), leaking that
 # connection's contexts (LSan reports them) and leaving the close path
 # the test meant to exercise unrun.  The server closes the socket just
 # before that check, so an established socket means "not done yet".
 wait_idle () {
-    local sock=$T/$1.sock i
+    local a=$1 i
+    [[ $a == */* || $a == *:* ]] || a=$T/$1.sock
     for i in $(seq 1 60); do
-        ss -xaH 2>/dev/null | awk -v s="$sock" '$2 == "ESTAB" && $5 == s { n++ } END { exit n > 0 }' && return 0
+        ss -xtanH 2>/dev/null | awk -v a="$a" '$2 == "ESTAB" && $5 == a { n++ } END { exit n > 0 }' && return 0
         sleep 0.05
     done
 }

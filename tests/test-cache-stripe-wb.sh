@@ -436,6 +436,7 @@ for i in $(seq 100); do [[ -s $T/bg.pid ]] && break; sleep 0.05; done
 bgpid=$(cat "$T/bg.pid")
 _pids+=("$bgpid")
 nbdcopy bg.img "nbd+unix:///?socket=$T/bg.sock"
+wait_idle bg        # as stop_server: no connection still closing at SIGTERM
 kill "$bgpid"
 for i in $(seq 100); do kill -0 "$bgpid" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$bgpid" 2>/dev/null && fail "background: nbdkit did not exit on SIGTERM"

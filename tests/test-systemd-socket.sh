@@ -127,6 +127,7 @@ cmp "$T/data" "$T/back" || fail "data differs after the restart"
 info "after SIGKILL and re-activation on 127.0.0.1:$port: data read back identical"
 
 # systemctl stop: SIGTERM, exit 0.
+wait_idle "127.0.0.1:$port"
 kill -TERM "$act"
 rc=0; timeout 10 tail --pid="$act" -f /dev/null || fail "nbdkit did not exit on SIGTERM"
 wait "$act" || rc=$?
@@ -169,6 +170,7 @@ if [[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]]; then
     nbdcopy "$T/data4" "$u" && nbdcopy "$u" "$T/back4" || fail "nbdcopy under strace: $(cat "$T/traced.log")"
     cmp -n 4M "$T/data4" "$T/back4" || fail "read back differs under strace"
     pid=$(pgrep -P "$act") && is_nbdkit "$pid" || fail "no nbdkit under strace"
+    wait_idle "$T/traced.sock"
     kill -TERM "$pid"
     rc=0; wait "$act" || rc=$?
     [[ $rc == 0 ]] || fail "nbdkit under strace exited $rc: $(cat "$T/traced.log")"
