@@ -21,6 +21,9 @@ struct gm_ab_node {
   uint64_t gen;                 /* times listed: a tell covers one */
   uint64_t telling_gen;
   bool listed, telling, closed;
+  bool hello;                   /* its connection's hello is out */
+  bool adopted;                 /* from the state file, never connected
+                                 * by us: gm_ab_reuse may take it */
   bool connected;               /* instance is known */
 };
 
@@ -144,6 +147,24 @@ gm_ab_open (uint64_t conn_id)
   return n;
 }
 
+struct gm_ab_node *
+gm_ab_reuse (uint64_t *conn_id)
+{
+  struct gm_ab_node *n;
+
+  if (atomic_load (&nlisted) == 0)
+    return NULL;
+  pthread_mutex_lock (&lock);
+  for (n = list; n; n = n->next)
+    if (n->adopted && n->closed) {
+      n->closed = false;        /* a connection's again */
+      *conn_id = n->conn_id;
+      break;
+    }
+  pthread_mutex_unlock (&lock);
+  return n;
+}
+
 void
 gm_ab_close (struct gm_ab_node *n)
 {
@@ -180,6 +201,8 @@ gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
     if (x == n || x->instance != instance)
       unlist (x);
   }
+  n->hello = false;
+  n->adopted = false;
   if (!n->connected) {
     all_unlink (n);             /* its line is new */
     all_append (n);
@@ -189,6 +212,28 @@ gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
   save ();
   /* Writers waiting for a tell may have nothing left to wait for. */
   pthread_cond_broadcast (&told_cv);
+  pthread_mutex_unlock (&lock);
+}
+
+void
+gm_ab_hello (struct gm_ab_node *n)
+{
+  pthread_mutex_lock (&lock);
+  /* Its teller holds a slot, so is not saying hello itself. */
+  while (n->telling)
+    pthread_cond_wait (&told_cv, &lock);
+  n->hello = true;
+  pthread_mutex_unlock (&lock);
+}
+
+void
+gm_ab_hello_failed (struct gm_ab_node *n)
+{
+  pthread_mutex_lock (&lock);
+  if (n->hello) {
+    n->hello = false;
+    pthread_cond_broadcast (&told_cv);
+  }
   pthread_mutex_unlock (&lock);
 }
 
@@ -208,8 +253,8 @@ gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
         continue;               /* another process: should self's
                                  * connection reconnect to it before
                                  * its write, gm_ab_pending says so */
-      if (x->telling)
-        others_tell = true;
+      if (x->telling || x->hello)
+        others_tell = true;     /* the server hears of it by them */
       else
         n = x;
     }
@@ -223,7 +268,7 @@ gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
     }
     if (!others_tell)
       break;
-    /* Its reply comes, or its connection fails: bounded either way. */
+    /* A reply, a failed connection, a hello's outcome: each bounded. */
     pthread_cond_wait (&told_cv, &lock);
   }
   pthread_mutex_unlock (&lock);
@@ -325,7 +370,7 @@ load (const char *text, size_t len, char *why, size_t whylen)
         snprintf (why, whylen, "%s", strerror (errno));
         return -1;
       }
-      n->closed = n->connected = true;
+      n->closed = n->connected = n->adopted = true;
       gm_ab_broken (n, inst);
     }
   }

@@ -22,7 +22,7 @@
  * reaches another server instance (the old process, and its writes in
  * flight, are gone).  A node outlives its connection's close while
  * listed.  Callers may hold their own locks; nothing here blocks
- * except gm_ab_take.
+ * except gm_ab_take and gm_ab_hello.
  */
 #ifndef GMBLOCK_ABANDONED_H
 #define GMBLOCK_ABANDONED_H
@@ -34,6 +34,15 @@ struct gm_ab_node;
 
 /* A connection opens, named conn_id: its node, or NULL (ENOMEM). */
 struct gm_ab_node *gm_ab_open (uint64_t conn_id);
+/* A connection opens, taking the name of one a killed bridge left open
+ * on the server (gm_ab_state): its node, with *conn_id set, or NULL
+ * when no such name is left.  Its hello replaces that connection on
+ * the server, as a reconnect does: no ABANDON is needed for it, and it
+ * is not one client too many for the server's rdma-max-clients (which
+ * the killed bridge's connections may fill).  Should it close before
+ * it connects, the name goes back for the next connection.
+ */
+struct gm_ab_node *gm_ab_reuse (uint64_t *conn_id);
 /* It closes: the node is freed now, or once it is unlisted. */
 void gm_ab_close (struct gm_ab_node *n);
 
@@ -49,13 +58,31 @@ void gm_ab_broken (struct gm_ab_node *n, uint64_t instance);
  */
 void gm_ab_connected (struct gm_ab_node *n, uint64_t instance);
 
+/* n's connection is about to send a hello.  The hello names n: the
+ * server replaces the link of n it still holds, so an ABANDON naming n
+ * must not arrive after it (it would drop the new link, failing its
+ * requests for nothing), nor be skipped while the hello may not have
+ * arrived yet (a writer's request could then overtake the old link's
+ * writes).  Waits while an ABANDON naming n is out; then, until
+ * gm_ab_connected or gm_ab_hello_failed, writers that must name n
+ * wait in gm_ab_take.  A teller holds a slot on its own connection
+ * while it takes and tells, so it never says hello meanwhile: each
+ * wait is bounded by one reply or one connect attempt.
+ */
+void gm_ab_hello (struct gm_ab_node *n);
+/* The connect after gm_ab_hello failed: n stays as it was (listed or
+ * not), for a writer to tell.  Nothing to do otherwise.
+ */
+void gm_ab_hello_failed (struct gm_ab_node *n);
+
 /* Before a WRITE, TRIM or ZERO on the connection of node self, to
  * 'instance'.  Returns false when no listed connection of that
  * instance other than self is left to tell (having waited while
- * another connection tells one: self's own listing is for its
- * reconnect, which tells the server by itself); true with *id
+ * another connection tells one, or says hello: self's own listing is
+ * for its reconnect, which tells the server by itself); true with *id
  * set to one to tell (an ABANDON naming it), and *told to pass to
- * gm_ab_told with the outcome.  Lock-free when nothing is listed.
+ * gm_ab_told with the outcome.  Self's connection must hold a slot
+ * (see gm_ab_hello).  Lock-free when nothing is listed.
  */
 bool gm_ab_take (const struct gm_ab_node *self, uint64_t instance,
                  uint64_t *id, struct gm_ab_node **told);

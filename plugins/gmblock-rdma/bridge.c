@@ -61,6 +61,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_GOODBYES, "goodbyes", "server shutdowns announced by a goodbye (writes flushed or not)"),
   GM_COUNTER (BC_RESENT, "resent", "requests the server did not serve before its goodbye, sent again after a reconnect"),
   GM_COUNTER (BC_ABANDONS, "abandons", "connections broken with writes in flight that another connection named to the server (ABANDON) before writing"),
+  GM_COUNTER (BC_NAMES_TAKEN, "names_taken", "connections that took the name of one a killed bridge left open on the server (state=): their hello replaced it there"),
 };
 
 static struct gm_stats_out bstats_out =
@@ -509,47 +510,43 @@ again (int e, bool idempotent, int *resends, bool *retried)
   return true;
 }
 
-/* Tell the server connection id (of server instance 'instance') is
- * abandoned: 0 once it replied, else like run.
- */
-static int
-abandon_once (struct conn *c, uint64_t id, uint64_t instance)
-{
-  struct gm_rp_request r = { .op = GM_RP_ABANDON, .offset = id,
-                             .addr = instance };
-  bool waited = false;
-  int slot, e;
-
-  slot = conn_reserve (c, true, &waited);
-  if (waited)
-    COUNT (BC_CREDIT_WAITS, 1);
-  if (slot < 0)
-    return slot == CONN_UNSERVED ? slot : -1;
-  e = conn_post (c, slot, &r, NULL);
-  if (e == 0)
-    e = conn_collect (c, slot);
-  return e;
-}
-
 /* Before a WRITE, TRIM or ZERO: the server must know of every broken
  * connection that may still have writes in its storage (abandoned.h),
- * or one of them could land after this one.  0, or the error of the
- * ABANDON, which becomes this request's.  The ABANDON names the
- * instance: should c reconnect to a restarted server, that one ignores
- * it (the connection died with the old process).
+ * or one of them could land after this one.  0, or the error of an
+ * ABANDON, which becomes this request's.  Each ABANDON is chosen while
+ * c holds the slot it goes out on: c cannot reconnect meanwhile (its
+ * hello would wait for this very tell, gm_ab_hello), and the instance
+ * it names is the one c is connected to; should the server restart
+ * before it arrives, the new one ignores it (the connection died with
+ * the old process).
  */
 static int
 tell_abandoned (struct conn *c)
 {
   struct gm_ab_node *n, *self;
   uint64_t id, instance;
-  int e = 0;
+  bool waited;
+  int slot, e = 0;
 
   if (gm_ab_listed () == 0)
     return 0;                   /* the hot path: one atomic load */
-  self = conn_ab (c, &instance);
-  while (e == 0 && gm_ab_take (self, instance, &id, &n)) {
-    e = abandon_once (c, id, instance);
+  while (e == 0) {
+    waited = false;
+    slot = conn_reserve (c, true, &waited);
+    if (waited)
+      COUNT (BC_CREDIT_WAITS, 1);
+    if (slot < 0)
+      return slot == CONN_UNSERVED ? slot : -1;
+    self = conn_ab (c, &instance);
+    if (!gm_ab_take (self, instance, &id, &n)) {
+      conn_unreserve (c, slot);
+      break;
+    }
+    struct gm_rp_request r = { .op = GM_RP_ABANDON, .offset = id,
+                               .addr = instance };
+    e = conn_post (c, slot, &r, NULL);
+    if (e == 0)
+      e = conn_collect (c, slot);
     gm_ab_told (n, e == 0);
     if (e == 0)
       COUNT (BC_ABANDONS, 1);

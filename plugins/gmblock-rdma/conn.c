@@ -428,6 +428,8 @@ connect_server (struct conn *c)
   gm_rp_encode_hello (&hello, hmsg);
   cp.private_data = hmsg;
   cp.private_data_len = sizeof hmsg;
+  /* Not while another connection's ABANDON naming this one is out. */
+  gm_ab_hello (c->ab);
   if (rdma_connect (c->id, &cp)) {
     nbdkit_error (NAME ": %s:%s: rdma_connect: %m", server.host, server.port);
     goto fail;
@@ -499,6 +501,7 @@ connect_server (struct conn *c)
   if (ai)
     freeaddrinfo (ai);
   teardown (c);
+  gm_ab_hello_failed (c->ab);   /* if it was said: writers tell again */
   return -1;
 }
 
@@ -537,6 +540,7 @@ struct conn *
 conn_open (void)
 {
   struct conn *c = calloc (1, sizeof *c);
+  bool taken = false;
 
   if (c == NULL || (c->msgs = calloc (1, msgs_size ())) == NULL) {
     nbdkit_error (NAME ": calloc: %m");
@@ -548,14 +552,20 @@ conn_open (void)
     nbdkit_error (NAME ": eventfd: %m");
     goto fail;
   }
-  if (gm_rp_random_id (&c->conn_id) == -1) {
-    nbdkit_error (NAME ": getrandom: %m");
-    goto fail;
-  }
-  /* Now, not when it breaks: then nothing may fail. */
-  if ((c->ab = gm_ab_open (c->conn_id)) == NULL) {
-    nbdkit_error (NAME ": calloc: %m");
-    goto fail;
+  /* The name of a connection a killed bridge left open on the server
+   * (state=), if one is left: the server replaces it.  Else a new one.
+   * The node now, not when it breaks: then nothing may fail. */
+  if ((c->ab = gm_ab_reuse (&c->conn_id)) != NULL)
+    taken = true;
+  else {
+    if (gm_rp_random_id (&c->conn_id) == -1) {
+      nbdkit_error (NAME ": getrandom: %m");
+      goto fail;
+    }
+    if ((c->ab = gm_ab_open (c->conn_id)) == NULL) {
+      nbdkit_error (NAME ": calloc: %m");
+      goto fail;
+    }
   }
   pthread_mutex_init (&c->m, NULL);
   pthread_cond_init (&c->free_cv, NULL);
@@ -566,6 +576,8 @@ conn_open (void)
     conn_close (c);
     return NULL;
   }
+  if (taken)
+    COUNT (BC_NAMES_TAKEN, 1);
   return c;
 
  fail:

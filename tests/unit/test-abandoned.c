@@ -196,6 +196,76 @@ others_wait_failed (void)
   one_tells_others_wait_for (false);
 }
 
+/* A hello names its connection, so it must neither be overtaken by
+ * an ABANDON naming it (that would drop the new link) nor let one be
+ * skipped while it may not have arrived: a's hello waits while b tells
+ * about a; c's write waits while a says hello, then has nothing to
+ * tell (connected) or tells a itself (the connect failed). */
+static struct gm_ab_node *hello_node;
+static _Atomic int hello_state;         /* 1 waiting, 2 said */
+
+static void *
+hello_sayer (void *arg)
+{
+  atomic_store (&hello_state, 1);
+  gm_ab_hello (hello_node);
+  atomic_store (&hello_state, 2);
+  return NULL;
+}
+
+static void
+hello_vs_tell (bool connects)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb), *n;
+  pthread_t t;
+  uint64_t id;
+
+  /* b tells about a: a's hello waits for the reply. */
+  gm_ab_broken (a, I1);
+  CHECK (gm_ab_take (b, I1, &id, &n));
+  hello_node = a;
+  atomic_store (&hello_state, 0);
+  CHECK (pthread_create (&t, NULL, hello_sayer, NULL) == 0);
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&hello_state), 1);
+  gm_ab_told (n, false);        /* failed: a stays listed */
+  pthread_join (t, NULL);
+  CHECK_EQ_U64 (atomic_load (&hello_state), 2);
+  /* a's hello is out: c's write waits for its outcome. */
+  waiter_self = gm_ab_open (0xc);
+  atomic_store (&waiter_state, 0);
+  CHECK (pthread_create (&t, NULL, waiter, NULL) == 0);
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&waiter_state), 1);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  if (connects)
+    gm_ab_connected (a, I1);
+  else
+    gm_ab_hello_failed (a);
+  pthread_join (t, NULL);
+  CHECK_EQ_U64 (atomic_load (&waiter_state), connects ? 2 : 3);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  /* Not listed, nobody telling: a hello does not wait, nor do writers. */
+  gm_ab_hello (a);
+  CHECK (!gm_ab_take (b, I1, &id, &n));
+  gm_ab_hello_failed (a);
+  gm_ab_close (a);
+  gm_ab_close (b);
+  gm_ab_close (waiter_self);
+}
+
+static void
+hello_connects (void)
+{
+  hello_vs_tell (true);
+}
+
+static void
+hello_fails (void)
+{
+  hello_vs_tell (false);
+}
+
 /* The state file (state=): what a killed bridge left is adopted, and
  * the file follows every connect, close and tell.  Last: it keeps the
  * file for the rest of the process. */
@@ -235,7 +305,8 @@ state_file (void)
 {
   char path[] = "/tmp/test-abandoned.XXXXXX", why[160];
   int fd = mkstemp (path);
-  struct gm_ab_node *c, *d;
+  struct gm_ab_node *c, *d, *r[3];
+  uint64_t id;
 
   CHECK (fd >= 0);
   test_state_fd = fd;
@@ -262,26 +333,55 @@ state_file (void)
   put (fd, HDR "00000000000000aa            1111\n");
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
   CHECK_EQ_U64 (gm_ab_listed (), 0);
-  /* A killed bridge's two connections, of two server instances. */
-  put (fd, HDR "00000000000000aa 0000000000001111\n"
-       "00000000000000bb 0000000000002222\n");
+  /* A killed bridge's three connections, of two server instances. */
+#define AA "00000000000000aa 0000000000001111\n"
+#define BB "00000000000000bb 0000000000002222\n"
+#define EE "00000000000000ee 0000000000001111\n"
+#define CC "000000000000000c 0000000000001111\n"
+  put (fd, HDR AA BB EE);
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
-  CHECK_EQ_U64 (gm_ab_listed (), 2);
+  CHECK_EQ_U64 (gm_ab_listed (), 3);
+  /* New connections take their names, each once (the latest listed
+   * first); connections closed before they connect give them back,
+   * still listed. */
+  CHECK ((r[0] = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xee);
+  CHECK ((r[1] = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xbb);
+  CHECK ((r[2] = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xaa);
+  CHECK (gm_ab_reuse (&id) == NULL);
+  gm_ab_hello (r[0]);
+  gm_ab_hello_failed (r[0]);
+  for (int i = 0; i < 3; i++)
+    gm_ab_close (r[i]);
+  CHECK_EQ_U64 (gm_ab_listed (), 3);
+  check_file (fd, HDR AA BB EE);
   /* The first connection reaches instance I1: bb died with I2. */
   c = gm_ab_open (0xc);
-  check_file (fd, HDR "00000000000000aa 0000000000001111\n"
-              "00000000000000bb 0000000000002222\n");
+  check_file (fd, HDR AA BB EE);
   gm_ab_connected (c, I1);
-  check_file (fd, HDR "00000000000000aa 0000000000001111\n"
-              "000000000000000c 0000000000001111\n");
-  /* Its first write tells the server about aa. */
+  check_file (fd, HDR AA EE CC);
+  /* The next takes ee's name: its hello replaced ee on the server, so
+   * nobody tells it; its line stays while it is open. */
+  CHECK ((r[0] = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xee);
+  gm_ab_hello (r[0]);
+  gm_ab_connected (r[0], I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  check_file (fd, HDR AA EE CC);
+  /* A write tells the server about aa, the name nobody took. */
   CHECK_EQ_U64 (tell_all (c, I1), 1);
-  check_file (fd, HDR "000000000000000c 0000000000001111\n");
+  check_file (fd, HDR EE CC);
+  CHECK (gm_ab_reuse (&id) == NULL);
+  gm_ab_close (r[0]);
+  check_file (fd, HDR CC);
   /* c breaks with writes and closes: listed, still in the file, until
    * another connection has told the server. */
   gm_ab_broken (c, I1);
   gm_ab_close (c);
-  check_file (fd, HDR "000000000000000c 0000000000001111\n");
+  check_file (fd, HDR CC);
+  CHECK (gm_ab_reuse (&id) == NULL);      /* only names from the file */
   d = gm_ab_open (0xd);
   gm_ab_connected (d, I1);
   CHECK_EQ_U64 (tell_all (d, I1), 1);
@@ -402,6 +502,8 @@ static const struct unit_case cases[] = {
   { "broke_again_while_told", broke_again_while_told },
   { "others_wait_ok", others_wait_ok },
   { "others_wait_failed", others_wait_failed },
+  { "hello_connects", hello_connects },
+  { "hello_fails", hello_fails },
   { "state_file", state_file },           /* keeps the file */
   { "torn_rewrite", torn_rewrite },
 };
