@@ -79,10 +79,20 @@ start_fails pool_bad 'pool=bad: .*expected a size from 64K to 1G' -- "${b[@]}" s
 start_fails pool_small 'pool=4K: out of range .expected a size from 64K to 1G' -- "${b[@]}" server=h pool=4K
 start_fails pool_big 'pool=2G: out of range' -- "${b[@]}" server=h pool=2G
 start_fails zero_copy_bad 'zero-copy=bad: expected auto, on or off' -- "${b[@]}" server=h zero-copy=bad
+start_fails timeout_frac 'timeout=1.5: not a whole number .expected whole seconds from 0, no timeout, to 86400' -- "${b[@]}" server=h timeout=1.5
+start_fails timeout_big 'timeout=90000: out of range .expected whole seconds' -- "${b[@]}" server=h timeout=90000
+start_fails timeout_neg 'timeout=-1: out of range' -- "${b[@]}" server=h timeout=-1
+start_fails timeout_word 'timeout=soon: expected a decimal number' -- "${b[@]}" server=h timeout=soon
+start_fails timeout_empty 'timeout=: empty value' -- "${b[@]}" server=h timeout=
 
 if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
     start_fails bridge_no_device 'server=10.0.0.1:10810: no RDMA device on this host' -- \
         "${b[@]}" server=10.0.0.1
+    # Good values pass the options' checks.
+    start_fails bridge_timeout_ok 'no RDMA device on this host' -- \
+        "${b[@]}" server=10.0.0.1 timeout=120
+    start_fails bridge_timeout_off 'no RDMA device on this host' -- \
+        "${b[@]}" server=10.0.0.1 timeout=0
 fi
 
 # state=FILE: the bridge holds it locked, and reads it before anything

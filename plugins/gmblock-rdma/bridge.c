@@ -38,6 +38,7 @@
 #define DEFAULT_POOL (16u << 20)
 #define MIN_POOL (64u << 10)
 #define MAX_POOL (1ull << 30)
+#define MAX_TIMEOUT 86400        /* timeout=: a day */
 
 GM_DEBUG_FLAG (gmblock_rdma_debug_stats, "gmblock-rdma_debug_stats");
 
@@ -62,6 +63,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_RESENT, "resent", "requests the server did not serve before its goodbye, sent again after a reconnect"),
   GM_COUNTER (BC_ABANDONS, "abandons", "connections broken with writes in flight that another connection named to the server (ABANDON) before writing"),
   GM_COUNTER (BC_NAMES_TAKEN, "names_taken", "connections that took the name of one a killed bridge left open on the server (state=): their hello replaced it there"),
+  GM_COUNTER (BC_TIMEOUTS, "timeouts", "connections broken because a request was unanswered for timeout= seconds"),
 };
 
 static struct gm_stats_out bstats_out =
@@ -70,6 +72,7 @@ static struct gm_stats_out bstats_out =
 
 struct gm_rdma_addr server;
 unsigned opt_credits = DEFAULT_CREDITS;
+unsigned opt_timeout;
 uint64_t opt_pool = DEFAULT_POOL;
 enum zc_mode opt_zero_copy = ZC_AUTO;
 static bool have_server;
@@ -103,6 +106,20 @@ bridge_config (const char *key, const char *value)
     }
     opt_credits = n;
     return 0;
+  }
+  if (strcmp (key, "timeout") == 0) {
+    double s;
+    w = NULL;
+    if (gm_parse_seconds (value, 0, MAX_TIMEOUT, &s, &w) == 0 &&
+        s != (unsigned) s)
+      w = "not a whole number";
+    if (w == NULL) {
+      opt_timeout = s;
+      return 0;
+    }
+    nbdkit_error (NAME ": timeout=%s: %s (expected whole seconds from 0, "
+                  "no timeout, to %d)", value, w, MAX_TIMEOUT);
+    return -1;
   }
   if (strcmp (key, "pool") == 0) {
     if (gm_parse_size (value, &opt_pool, &w) == -1 ||
@@ -140,7 +157,7 @@ bridge_config (const char *key, const char *value)
   case -1: return -1;
   }
   nbdkit_error (NAME ": unknown parameter '%s' (expected server=HOST[:PORT], "
-                "credits=N, pool=SIZE, zero-copy=auto|on|off, state=FILE, "
+                "credits=N, pool=SIZE, zero-copy=auto|on|off, state=FILE, timeout=SECONDS, "
                 "stats=FILE or stats-interval=SECONDS)", key);
   return -1;
 }
@@ -228,6 +245,7 @@ bridge_get_ready (void)
   "pool=SIZE               Registered bounce pool for all connections (16M).\n" \
   "zero-copy=auto|on|off   Use nbdkit's buffers by ODP MRs (auto).\n" \
   "state=FILE              Name a killed bridge's connections to the server.\n" \
+  "timeout=SECONDS         Break a connection whose request waits longer (0: never).\n" \
   "stats=FILE              Write counters to FILE at exit.\n" \
   "stats-interval=SECONDS  Also rewrite FILE every SECONDS (Prometheus)."
 
@@ -272,14 +290,16 @@ struct piece {
   struct buf_ref b;
 };
 
-/* The worse of two outcomes: a transport failure (-1: a write may or
- * may not have landed), then a request not served (CONN_UNSERVED: safe
- * to send again), then the server's error, then success.
+/* The worse of two outcomes: a transport failure (-1, CONN_TIMEDOUT:
+ * a write may or may not have landed), then a request not served
+ * (CONN_UNSERVED: safe to send again), then the server's error, then
+ * success.
  */
 static int
 badness (int e)
 {
-  return e == -1 ? 3 : e == CONN_UNSERVED ? 2 : e > 0 ? 1 : 0;
+  return e == -1 || e == CONN_TIMEDOUT ? 3 : e == CONN_UNSERVED ? 2
+    : e > 0 ? 1 : 0;
 }
 
 static int
@@ -472,6 +492,9 @@ outcome (int e, uint8_t op, uint16_t flags, uint32_t count, uint64_t offset)
                   offset, count, e == CONN_UNSERVED
                   ? "not served by a server that shut down, and not by one "
                   "after it: failed with EIO"
+                  : e == CONN_TIMEDOUT
+                  ? "its connection was broken by timeout= (see above): "
+                  "failed with EIO, not sent again"
                   : "the connection to the server failed: failed with EIO "
                   "(see above)");
     e = EIO;

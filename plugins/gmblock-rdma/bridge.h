@@ -33,7 +33,7 @@ enum {
   BC_COPIED, BC_ZERO_COPY, BC_ODP_HITS, BC_ODP_MISSES, BC_POOL_WAITS,
   BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES,
   BC_LOST_FLUSHES, BC_PROBES, BC_GOODBYES, BC_RESENT, BC_ABANDONS,
-  BC_NAMES_TAKEN,
+  BC_NAMES_TAKEN, BC_TIMEOUTS,
   BC_COUNT
 };
 extern struct gm_counter bstats[BC_COUNT];
@@ -43,6 +43,7 @@ extern struct gm_counter bstats[BC_COUNT];
 enum zc_mode { ZC_AUTO, ZC_ON, ZC_OFF };
 extern struct gm_rdma_addr server;
 extern unsigned opt_credits;
+extern unsigned opt_timeout;     /* seconds, 0: none */
 extern uint64_t opt_pool;
 extern enum zc_mode opt_zero_copy;
 
@@ -114,8 +115,14 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r,
  * to send again, whatever the op, to the next server.
  */
 #define CONN_UNSERVED (-3)
+/* What conn_collect returns for a request in flight on a connection
+ * that timeout= broke (one of its requests waited that long): like -1,
+ * but not sent again: the user asked for an error after that long.
+ */
+#define CONN_TIMEDOUT (-5)       /* RUN_TELL (bridge.c) is -4 */
 /* Wait for slot's reply and give the slot back: 0, a positive errno
- * (the server's answer), -1 (the connection broke) or CONN_UNSERVED.
+ * (the server's answer), -1 (the connection broke), CONN_UNSERVED or
+ * CONN_TIMEDOUT.
  */
 int conn_collect (struct conn *c, int slot);
 /* The same, with a BLOCK_STATUS reply's count of extents. */

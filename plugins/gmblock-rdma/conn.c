@@ -74,10 +74,13 @@ struct slot {
   bool busy;                    /* reserved by a request */
   bool posted;                  /* its SEND went out, no answer yet */
   bool done;
-  int result;                   /* 0, a positive errno, -1 transport */
+  int result;                   /* 0, a positive errno, -1 transport,
+                                 * CONN_UNSERVED, CONN_TIMEDOUT */
   uint32_t count;               /* BLOCK_STATUS: extents written */
   uint64_t handle;
   uint64_t flush_mark;          /* FLUSH: what it covers (gm_uf_flush_sent) */
+  time_t posted_at;             /* timeout= */
+  uint8_t op;
   struct gm_uf_ack *ack;        /* the request's replies that count */
 };
 
@@ -122,6 +125,8 @@ struct conn {
   time_t leaving_since;
   unsigned given_up;            /* reconnects after a shutdown that failed */
   time_t probe_sent;
+  time_t timeout_checked;       /* timeout=: once a second */
+  bool timed_out;               /* timeout= broke it */
   struct gm_unflushed uf;       /* its writes a FLUSH must still cover */
   struct gm_ab_node *ab;        /* listed while broken with writes in
                                  * flight the server may still hold */
@@ -468,6 +473,7 @@ connect_server (struct conn *c)
   pthread_mutex_lock (&c->m);
   c->nslots = c->rp.lim.credits;
   c->dead = false;
+  c->timed_out = false;
   c->qp_err = false;
   c->server_left = false;
   c->leaving = false;
@@ -694,7 +700,8 @@ broken (struct conn *c, const char *why)
     if (s->posted) {
       s->posted = false;
       s->done = true;
-      s->result = c->server_left ? CONN_UNSERVED : -1;
+      s->result = c->server_left ? CONN_UNSERVED
+        : c->timed_out ? CONN_TIMEDOUT : -1;
       pthread_cond_signal (&s->done_cv);
     }
   }
@@ -866,6 +873,35 @@ drain (struct conn *c)
   pthread_cond_broadcast (&c->free_cv);   /* conn_post waits */
 }
 
+/* timeout=N: a request unanswered for N s breaks the connection, as an
+ * unanswered probe does (a server whose NIC answers probes while its
+ * software or storage hangs would hold it for ever).  Whether it broke.
+ * Looks once a second.  Called with c->m held.
+ */
+static bool
+overdue (struct conn *c)
+{
+  time_t t;
+
+  if (opt_timeout == 0 || (t = now ()) == c->timeout_checked)
+    return false;
+  c->timeout_checked = t;
+  for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
+    const struct slot *s = &c->slots[i];
+    char why[96];
+
+    if (!s->posted || t - s->posted_at < (time_t) opt_timeout)
+      continue;
+    snprintf (why, sizeof why, "a %s unanswered for %u s (timeout=%u)",
+              gm_rp_op_name (s->op), opt_timeout, opt_timeout);
+    COUNT (BC_TIMEOUTS, 1);
+    c->timed_out = true;
+    broken (c, why);
+    return true;
+  }
+  return false;
+}
+
 static void *
 completion_thread (void *arg)
 {
@@ -894,6 +930,8 @@ completion_thread (void *arg)
         broken (c, "ibv_poll_cq failed");
       for (int i = 0; i < n && ok; i++)
         ok = take (c, &wc[i]);
+      if (ok && overdue (c))    /* others may keep completing */
+        ok = false;
       pthread_mutex_unlock (&c->m);
       if (!ok)
         return NULL;
@@ -933,6 +971,10 @@ completion_thread (void *arg)
     if (c->leaving && now () - c->leaving_since > LEAVE_S) {
       c->leaving = false;
       pthread_cond_broadcast (&c->free_cv);
+    }
+    if (overdue (c)) {
+      pthread_mutex_unlock (&c->m);
+      return NULL;
     }
     if (c->probing && now () - c->probe_sent > silence_s ()) {
       char why[64];
@@ -1101,6 +1143,9 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
     goto out;
   }
   COUNT (BC_REQUESTS, 1);
+  if (opt_timeout)
+    s->posted_at = now ();
+  s->op = r->op;
   s->handle = r->handle;
   s->ack = ack;
   s->posted = true;

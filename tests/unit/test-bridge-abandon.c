@@ -8,7 +8,9 @@
  * that is dead reconnects, to the instance a case chose, at the first
  * conn_reserve that may wait (as conn.c does), and every request it
  * posts is logged with the instance it went to; the server answers
- * everything with success.
+ * everything with success, unless a case sets the next collect's
+ * outcome (next_result).  Also: how a broken connection's requests are
+ * sent again, or not.
  */
 #include <stdarg.h>
 #include <stdbool.h>
@@ -34,6 +36,7 @@ static struct sent {
   uint64_t instance;            /* of the connection it went on */
 } sent[MAXLOG];
 static unsigned nsent;
+static int next_result;         /* the next conn_collect's, once */
 
 struct conn *
 conn_open (void)
@@ -101,8 +104,11 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
 int
 conn_collect (struct conn *c, int slot)
 {
+  int r = next_result;
+
+  next_result = 0;
   c->busy--;
-  return 0;
+  return r;
 }
 
 int
@@ -278,10 +284,44 @@ old_instance (void)
   CHECK_EQ_U64 (gm_ab_listed (), 0);
 }
 
+/* A READ whose connection broke is sent once more (on a new
+ * connection); one whose connection timeout= broke is not: the user
+ * asked for an error after that long, not for a second wait. */
+static void
+read_broken (int result, unsigned want_sent, int want_ret)
+{
+  static char buf[4096];
+  struct conn c;
+
+  nsent = 0;
+  conn_init (&c, 0xc, I1);
+  next_result = result;
+  CHECK (bridge_pread (&c, buf, sizeof buf, 0, 0) == want_ret);
+  CHECK_EQ_U64 (nsent, want_sent);
+  for (unsigned i = 0; i < nsent; i++)
+    CHECK_EQ_U64 (sent[i].op, GM_RP_READ);
+  CHECK_EQ_U64 (c.busy, 0);
+  gm_ab_close (c.ab);
+}
+
+static void
+read_retried (void)
+{
+  read_broken (-1, 2, 0);
+}
+
+static void
+timeout_not_retried (void)
+{
+  read_broken (CONN_TIMEDOUT, 1, -1);
+}
+
 static const struct unit_case cases[] = {
   { "same_instance", same_instance },
   { "stale_instance", stale_instance },
   { "old_instance", old_instance },
+  { "read_retried", read_retried },
+  { "timeout_not_retried", timeout_not_retried },
 };
 
 int

@@ -5,8 +5,12 @@
 # the connection is kept: no reconnect, no EIO, and the data is right.
 # (Before the probes, 60 s without a completion broke the connection,
 # and a slow FLUSH then even reported acknowledged writes as lost.)
+# Then a bridge with timeout=20 (a user who prefers an error to such a
+# wait): the same READ fails with EIO after about 20 s, the probes
+# answered or not, and the bridge serves on: a write after it, over a
+# new connection to the same server, lands.
 # lab-disks: virtio:16M
-# lab-timeout: 300
+# lab-timeout: 420
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair
@@ -31,7 +35,37 @@ cmp "$LAB_RUN/slow.bin" "$LAB_RUN/want.bin" || {
 grep -q "connection broken" "$LAB_OUT/br.nbdkit.log" &&
     fail "the bridge broke the connection to a slow server"
 stop br
-stop srv
 counter_above probes "$(rdma_counter br.stats probes)" 2 "liveness probes during a 70 s READ"
 [ "$(rdma_counter br.stats reconnects)" = 0 ] || fail "the bridge reconnected"
+
+step "timeout=20: the same READ fails after about 20 s, and a write after it lands"
+bridge br2 10.77.0.1 timeout=20
+must head -c 4096 /dev/urandom >"$LAB_RUN/new.bin"
+timeout 200 python3 - "nbd+unix:///?socket=$LAB_RUN/br2.sock" "$LAB_RUN/new.bin" <<'PY' ||
+import sys, time, nbd
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+t = time.monotonic()
+try:
+    h.pread(4096, 1 << 20)
+    sys.exit("the READ succeeded: it was not delayed, nothing was tested")
+except nbd.Error as e:
+    waited = time.monotonic() - t
+    print("the READ failed after %.0f s: %s" % (waited, e.string))
+    if e.errno != "EIO":
+        sys.exit("expected EIO, got %s" % e.errno)
+    if not 18 <= waited <= 30:
+        sys.exit("timeout=20, yet it failed after %.0f s" % waited)
+h.pwrite(open(sys.argv[2], "rb").read(), 0)
+h.flush()
+h.shutdown()
+PY
+    fail "timeout=20 did not end the slow READ as it should"
+stop br2
+stop srv
+must dd if=/dev/vda of="$LAB_RUN/got.bin" bs=4096 count=1 iflag=direct status=none
+cmp "$LAB_RUN/got.bin" "$LAB_RUN/new.bin" || fail "the write after the timeout did not land"
+[ "$(rdma_counter br2.stats timeouts)" = 1 ] ||
+    fail "timeouts $(rdma_counter br2.stats timeouts), expected 1"
+counter_above reconnects "$(rdma_counter br2.stats reconnects)" 0 "the write went over a new connection"
 echo "rdma-slow: all checks passed"
