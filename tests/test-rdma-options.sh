@@ -28,6 +28,9 @@ start_fails threads_word 'rdma-threads=many' 'from 1 to 64' -- "${f[@]}" rdma=10
 start_fails clients_zero 'rdma-max-clients=0' 'from 1 to 4096' -- "${f[@]}" rdma=10.0.0.1 rdma-max-clients=0
 start_fails clients_big 'rdma-max-clients=5000' 'from 1 to 4096' -- "${f[@]}" rdma=10.0.0.1 rdma-max-clients=5000
 start_fails clients_word 'rdma-max-clients=lots' 'from 1 to 4096' -- "${f[@]}" rdma=10.0.0.1 rdma-max-clients=lots
+start_fails keepalive_frac 'rdma-keepalive=2.5: not a whole number .expected whole seconds from 0, never, to 86400' -- "${f[@]}" rdma=10.0.0.1 rdma-keepalive=2.5
+start_fails keepalive_big 'rdma-keepalive=100000: out of range' -- "${f[@]}" rdma=10.0.0.1 rdma-keepalive=100000
+start_fails keepalive_word 'rdma-keepalive=often: expected a decimal number' -- "${f[@]}" rdma=10.0.0.1 rdma-keepalive=often
 start_fails threads_neg 'rdma-threads=-1' 'from 1 to 64' -- "${f[@]}" rdma=10.0.0.1 rdma-threads=-1
 start_fails piece_odd 'rdma-piece=3000' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=3000
 start_fails piece_small 'rdma-piece=2K' 'power of two from 4K to 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-piece=2K
@@ -59,7 +62,8 @@ if [[ -z $(ls /sys/class/infiniband 2>/dev/null) ]]; then
     # The bounds themselves are accepted: the start-up gets past every
     # option and stops only at the missing device.
     for ok in rdma-threads=1 rdma-threads=64 rdma-max-clients=4096 rdma-piece=0 \
-              rdma-piece=4K rdma-piece=1M rdma-pool=1M rdma-pool=4G; do
+              rdma-piece=4K rdma-piece=1M rdma-pool=1M rdma-pool=4G \
+              rdma-keepalive=0 rdma-keepalive=86400; do
         start_fails "ok_${ok//[=-]/_}" 'no RDMA device on this host' -- \
             "${f[@]}" rdma=127.0.0.1 "$ok"
     done

@@ -51,6 +51,11 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_drain_delay_ms,
 #define MAX_THREADS 64
 #define DEFAULT_MAX_CLIENTS 64   /* each: a context below, 1 + rdma-threads threads */
 #define MAX_MAX_CLIENTS 4096
+/* rdma-keepalive=: a client host that died, or a network cut for good,
+ * leaves an idle client here for ever (nothing is sent to it), holding
+ * its context below, its threads and a place in rdma-max-clients. */
+#define DEFAULT_KEEPALIVE 60
+#define MAX_KEEPALIVE 86400
 #define DEFAULT_PIECE (256u << 10)
 
 /* Configuration. */
@@ -61,7 +66,7 @@ static bool piece_set;          /* rdma-piece= given */
 static bool insecure;           /* rdma-insecure=true */
 struct rdma_settings gm_rdma_set = {
   .threads = DEFAULT_THREADS, .piece = DEFAULT_PIECE, .pool_stage = true,
-  .max_clients = DEFAULT_MAX_CLIENTS,
+  .max_clients = DEFAULT_MAX_CLIENTS, .keepalive = DEFAULT_KEEPALIVE,
 };
 
 /* Process-wide RDMA state, from .after_fork to .cleanup. */
@@ -132,6 +137,20 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   if (strcmp (key, "rdma-max-clients") == 0)
     return parse_count (key, value, MAX_MAX_CLIENTS,
                         "RDMA clients served at once", &gm_rdma_set.max_clients);
+  if (strcmp (key, "rdma-keepalive") == 0) {
+    const char *w = NULL;
+    double s;
+    if (gm_parse_seconds (value, 0, MAX_KEEPALIVE, &s, &w) == 0 &&
+        s != (unsigned) s)
+      w = "not a whole number";
+    if (w) {
+      nbdkit_error (NAME ": rdma-keepalive=%s: %s (expected whole seconds "
+                    "from 0, never, to %d)", value, w, MAX_KEEPALIVE);
+      return -1;
+    }
+    gm_rdma_set.keepalive = s;
+    return 0;
+  }
   if (strcmp (key, "rdma-piece") == 0) {
     const char *w = "out of range";
     uint64_t n = 0;
@@ -284,6 +303,7 @@ rdma_config_complete (nbdkit_next_config_complete *next,
   "rdma-pool=SIZE          Registered buffer pool shared by RDMA clients (32M).\n" \
   "rdma-threads=N          Request workers per RDMA client (8).\n" \
   "rdma-max-clients=N      RDMA clients served at once (64).\n" \
+  "rdma-keepalive=SECONDS  Probe a client silent that long; drop it if gone (60).\n" \
   "rdma-piece=SIZE         Send READs in pieces as they land (256K; 0: whole).\n" \
   "rdma-split=alone|always Split a READ only when alone in service (alone).\n" \
   "rdma-pool-memory=host|p2pmem[:auto|:BDF]  Where requests' data lands (host).\n" \

@@ -40,7 +40,7 @@ enum {
   RC_ERROR_REPLIES, RC_POOL_WAITS, RC_SPLIT_READS, RC_PIECES,
   RC_DEVICE_MR, RC_STAGED_BYTES, RC_EXTENTS,
   RC_WHOLE_BUSY, RC_GOODBYES, RC_UNSERVED, RC_FENCE_WAITS, RC_REPLACED,
-  RC_ABANDONED, RC_COUNT
+  RC_ABANDONED, RC_KEEPALIVE_PROBES, RC_KEEPALIVE_DROPS, RC_COUNT
 };
 extern struct gm_counter gm_rdma_stats[RC_COUNT];
 #define COUNT(id, n) gm_count (&gm_rdma_stats[id], (n))
@@ -49,6 +49,8 @@ extern struct gm_counter gm_rdma_stats[RC_COUNT];
 struct rdma_settings {
   unsigned threads;             /* request workers per client */
   unsigned max_clients;         /* RDMA clients at once */
+  unsigned keepalive;           /* seconds a client may be silent before
+                                 * it is probed; 0: never */
   uint32_t piece;               /* split READs into pieces this big; 0: no */
   uint32_t streams;             /* stripe data disks: pieces per stream
                                  * by chunk column; 0: a stream a piece */
@@ -144,6 +146,7 @@ struct client {
   bool draining;                /* shutting down: serve no new request */
   bool farewell;                /* rdma.c's cleanup: drained, to be told */
   enum bye_state bye;           /* its goodbye (under lock) */
+  bool probing;                 /* poller only: a keepalive probe is out */
   unsigned nworkers, nstarted, running;
   pthread_t *workers;
   int wake_fd;                  /* eventfd: a worker left */

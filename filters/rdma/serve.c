@@ -48,6 +48,7 @@
 #define WR_RREAD  (3ull << 32)
 #define WR_DATA   (4ull << 32)
 #define WR_BYE    (5ull << 32)
+#define WR_PROBE  (6ull << 32)
 #define WR_KIND(w) ((w) & ~0xffffffffull)
 #define WR_REQ(w) ((unsigned) (((w) >> 8) & 0xffffff))
 #define WR_PIECE(w) ((unsigned) ((w) & 0xff))
@@ -627,6 +628,16 @@ on_completion (struct client *c, const struct ibv_wc *wc)
     nbdkit_debug (NAME ": %s: %s", c->peer, ibv_wc_status_str (wc->status));
   if (kind == WR_RECV)
     return ok && !c->stop ? on_recv (c, wc) : -1;
+  if (kind == WR_PROBE) {
+    c->probing = false;
+    if (!ok && wc->status != IBV_WC_WR_FLUSH_ERR && !c->stop) {
+      nbdkit_error (NAME ": %s: a keepalive probe after %u s of silence "
+                    "failed (%s): the client is gone, dropping it", c->peer,
+                    gm_rdma_set.keepalive, ibv_wc_status_str (wc->status));
+      COUNT (RC_KEEPALIVE_DROPS, 1);
+    }
+    return ok ? 0 : -1;
+  }
   if (kind == WR_BYE) {
     pthread_mutex_lock (&c->lock);
     c->bye = ok ? BYE_SENT : BYE_FAILED;
@@ -756,6 +767,49 @@ report_stall (struct client *c, const struct gm_rp_request *r, bool replied,
                 : "is the client still there?", qp);
 }
 
+/* rdma-keepalive=: a client silent for that long (nothing received,
+ * nothing in service) is asked by a zero-length RDMA WRITE (no buffer,
+ * no key: IBTA C9-88), which its NIC answers without its software.  A
+ * client that is gone (its host died, the network is cut for good)
+ * never answers, the queue pair's retries end in an error completion,
+ * and it is dropped (on_completion).  One whose probe neither succeeds
+ * nor fails within REPLY_TIMEOUT_S more is dropped too.  quiet_since:
+ * when the poller last saw a completion, or the probe's answer.  Called
+ * at each watch.  Returns -1 to drop the client.
+ */
+static int
+keepalive (struct client *c, uint64_t now, uint64_t quiet_since)
+{
+  struct ibv_send_wr wr = { .wr_id = WR_PROBE, .opcode = IBV_WR_RDMA_WRITE,
+                            .send_flags = IBV_SEND_SIGNALED }, *bad;
+  uint64_t k = gm_rdma_set.keepalive * 1000000000ull;
+  bool quiet;
+
+  if (k == 0 || quiet_since + k > now)
+    return 0;
+  if (c->probing) {
+    if (quiet_since + k + REPLY_TIMEOUT_S * 1000000000ull > now)
+      return 0;
+    nbdkit_error (NAME ": %s: a keepalive probe unanswered for %d s: "
+                  "dropping it", c->peer, REPLY_TIMEOUT_S);
+    COUNT (RC_KEEPALIVE_DROPS, 1);
+    return -1;
+  }
+  pthread_mutex_lock (&c->lock);
+  quiet = all_free (c) && c->ndeferred == 0 && !c->closing && !c->draining;
+  pthread_mutex_unlock (&c->lock);
+  if (!quiet)
+    return 0;                   /* the stall watch covers requests */
+  c->probing = true;
+  COUNT (RC_KEEPALIVE_PROBES, 1);
+  if (ibv_post_send (c->id->qp, &wr, &bad)) {
+    nbdkit_error (NAME ": %s: cannot post a keepalive probe: dropping it",
+                  c->peer);
+    return -1;
+  }
+  return 0;
+}
+
 void *
 gm_rdma_client_run (void *arg)
 {
@@ -763,6 +817,8 @@ gm_rdma_client_run (void *arg)
   struct ibv_wc wc;
   bool ending = false, suspect = false;
   uint64_t deadline = 0, next_watch = gm_now_ns () + WATCH_MS * 1000000ull;
+  /* Completions taken, and at the last watch: keepalive's clock. */
+  uint64_t taken = 0, watched = 0, quiet_since = gm_now_ns ();
 
   for (;;) {
     int r = 1;
@@ -797,6 +853,12 @@ gm_rdma_client_run (void *arg)
         report_stall (c, &q, replied, age);
         r = -1;
       }
+      if (taken != watched) {
+        watched = taken;
+        quiet_since = now;
+      }
+      else if (r == 1 && keepalive (c, now, quiet_since) == -1)
+        r = -1;                 /* counted below, as any drop */
     }
     if (r == 1)
       r = gm_rdma_cq_wait (c->cq, c->cc, &wc, c->wake_fd,
@@ -804,6 +866,8 @@ gm_rdma_client_run (void *arg)
     if (r == -2 && !ending)
       continue;                 /* time to watch */
 
+    if (r == 1)
+      taken++;
     if (r == 1 && on_completion (c, &wc) == 0 && !ending) {
       bool done;
       pthread_mutex_lock (&c->lock);

@@ -35,6 +35,8 @@ struct gm_counter gm_rdma_stats[RC_COUNT] = {
   GM_COUNTER (RC_GOODBYES, "goodbyes", "clients told at shutdown that everything acknowledged is flushed"),
   GM_COUNTER (RC_FENCE_WAITS, "fence_waits", "writes, trims and zeros (RDMA or TCP) that waited for an overlapping one of a client gone meanwhile to land"),
   GM_COUNTER (RC_REPLACED, "clients_replaced", "RDMA clients dropped because their bridge connected again (the same connection identity) while they still looked open here"),
+  GM_COUNTER (RC_KEEPALIVE_PROBES, "keepalive_probes", "zero-length RDMA WRITEs sent to clients silent for rdma-keepalive seconds"),
+  GM_COUNTER (RC_KEEPALIVE_DROPS, "keepalive_drops", "silent RDMA clients dropped because a keepalive probe found them gone"),
   GM_COUNTER (RC_ABANDONED, "clients_abandoned", "RDMA clients dropped because another connection of their bridge said it gave up on them (ABANDON)"),
   GM_COUNTER (RC_UNSERVED, "unserved_at_shutdown", "requests received while shutting down, left unserved and unanswered (the client sends them again)"),
 };

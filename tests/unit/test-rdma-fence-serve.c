@@ -10,7 +10,8 @@
  * which a gone client's WRITE may be waiting for; ending a client
  * from another thread than its poller is no data race; and a client's
  * ABANDON (protocol version 5) fences the connection it names, of its
- * host and of this server instance only, before its reply.
+ * host and of this server instance only, before its reply.  Also the
+ * keepalive probe (rdma-keepalive=) of a silent client.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -119,6 +120,7 @@ struct fake {
   struct ibv_wc held;
   _Atomic bool hold_below;      /* its writes below wait for a case */
   _Atomic unsigned in_below, landed;
+  unsigned probes;              /* keepalive probes posted */
 };
 
 static struct fake fk[2];       /* 0 live, 1 gone as a case says */
@@ -131,6 +133,12 @@ fake_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr,
 
   for (; wr; wr = wr->next) {
     struct ibv_wc wc = { .wr_id = wr->wr_id, .status = IBV_WC_SUCCESS };
+    if (WR_KIND (wr->wr_id) == WR_PROBE) {
+      /* Zero length, no buffer, no key: nothing the client must have. */
+      CHECK (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 0 &&
+             (wr->send_flags & IBV_SEND_SIGNALED));
+      f->probes++;
+    }
     if (atomic_load (&f->flushed))
       wc.status = IBV_WC_WR_FLUSH_ERR;
     if (WR_KIND (wr->wr_id) == WR_RREAD && f->hold_rread &&
@@ -476,7 +484,55 @@ abandon_other_host (void)
   abandon_case (INSTANCE, "10.77.0.3:41001", false);
 }
 
+/* A client silent for rdma-keepalive seconds, with nothing in service,
+ * is probed once; a probe that fails (the NIC's retries ended: the
+ * client is gone) or is not answered in REPLY_TIMEOUT_S drops it; a
+ * client with a request in service, or keepalive 0, is never probed. */
+static void
+keepalive_probe (void)
+{
+  struct client *c = &fk[0].c;
+  const uint64_t s = 1000000000ull, t0 = 1000 * s;
+  struct ibv_wc wc = { .wr_id = WR_PROBE, .status = IBV_WC_RETRY_EXC_ERR };
+
+  setup (64 * K);
+  fake_start (&fk[0], 0);
+  fake_start (&fk[1], 0);
+  gm_rdma_stats[RC_KEEPALIVE_PROBES].value = 0;
+  gm_rdma_stats[RC_KEEPALIVE_DROPS].value = 0;
+  gm_rdma_set.keepalive = 3;
+  CHECK (keepalive (c, t0 + 2 * s, t0) == 0);
+  CHECK_EQ_U64 (fk[0].probes, 0);
+  /* Silent 3 s: probed; the fake NIC answers at once. */
+  CHECK (keepalive (c, t0 + 3 * s, t0) == 0);
+  CHECK_EQ_U64 (fk[0].probes, 1);
+  CHECK (!c->probing);
+  CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_PROBES].value, 1);
+  /* A request in service: the stall watch's business, not a probe's. */
+  c->reqs[1].state = RQ_QUEUED;
+  CHECK (keepalive (c, t0 + 9 * s, t0) == 0);
+  CHECK_EQ_U64 (fk[0].probes, 1);
+  c->reqs[1].state = RQ_FREE;
+  /* The probe failed: the client is dropped. */
+  c->probing = true;
+  CHECK (on_completion (c, &wc) == -1);
+  CHECK (!c->probing);
+  CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_DROPS].value, 1);
+  /* Neither answered nor failed: waited for REPLY_TIMEOUT_S more. */
+  c->probing = true;
+  CHECK (keepalive (c, t0 + (3 + REPLY_TIMEOUT_S) * s - 1, t0) == 0);
+  CHECK (keepalive (c, t0 + (4 + REPLY_TIMEOUT_S) * s, t0) == -1);
+  CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_DROPS].value, 2);
+  c->probing = false;
+  /* Off. */
+  gm_rdma_set.keepalive = 0;
+  CHECK (keepalive (c, t0 + 3600 * s, t0) == 0);
+  CHECK_EQ_U64 (fk[0].probes, 1);
+  teardown ();
+}
+
 static const struct unit_case cases[] = {
+  { "keepalive_probe", keepalive_probe },
   { "holds_live", holds_live },
   { "waiter_holds_no_pool", waiter_holds_no_pool },
   { "poller_sees_end", poller_sees_end },

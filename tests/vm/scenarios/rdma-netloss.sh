@@ -13,6 +13,8 @@
 # checks the other side: a restarted server makes the next FLUSH fail.
 # Then a write held in the server's storage while the network fails: it
 # lands before the ZERO the bridge sends over it after reconnecting.
+# Last, an idle client cut off for good: the server's keepalive probe
+# (rdma-keepalive=) drops it, and its place is free for another.
 # Why netem and not 'ip link set down': on 7.3.4 a soft-RoCE port that
 # goes down leaves its QP1 (the CM's queue pair) in the error state for
 # good once a CM message fails to go out, and that device never makes
@@ -269,4 +271,39 @@ held_write srv3 other 2
 step "the same, with the bridge killed (its disconnect requests lost) and the ZERO sent by a new bridge on its state file"
 # rdma-max-clients=1, full with the killed bridge's connection.
 held_write srv4 killed 1
+
+step "an idle client whose network is cut for good: the server's keepalive probe drops it, freeing its place"
+# rdma-max-clients=1: while the server holds the dead client, nobody
+# else gets in.  Nothing is ever sent to an idle client but the probe.
+serve srv5 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1 \
+    rdma-keepalive=3 rdma-max-clients=1 rdma-stats="$LAB_OUT/srv5.rdma-stats"
+bridge br5 10.77.0.1
+rm -f "$LAB_RUN/kconn" "$LAB_RUN/kdone"
+python3 - "nbd+unix:///?socket=$LAB_RUN/br5.sock" "$LAB_RUN" <<'PY' &
+import os, sys, time, nbd
+h = nbd.NBD(); h.connect_uri(sys.argv[1])
+h.pread(4096, 0)
+open(sys.argv[2] + "/kconn", "w").close()
+while not os.path.exists(sys.argv[2] + "/kdone"):
+    time.sleep(0.1)
+PY
+py=$!
+await_file "$LAB_RUN/kconn" $py 30 "the idle client did not connect"
+loss on
+for i in $(seq 600); do
+    grep -q "keepalive probe .*dropping it" "$LAB_OUT/srv5.nbdkit.log" && break
+    sleep 0.1
+done
+loss off
+touch "$LAB_RUN/kdone"; wait $py 2>/dev/null || true
+grep "keepalive probe" "$LAB_OUT/srv5.nbdkit.log" ||
+    fail "the server did not drop the idle client within 60 s of the cut"
+bridge br5b 10.77.0.1
+nbdinfo --size "nbd+unix:///?socket=$LAB_RUN/br5b.sock" >/dev/null ||
+    fail "a new client was refused: the dead one still holds its place"
+stop br5b
+stop br5
+stop srv5
+counter_above keepalive_probes "$(rdma_counter srv5.rdma-stats keepalive_probes)" 0 "probes sent"
+counter_above keepalive_drops "$(rdma_counter srv5.rdma-stats keepalive_drops)" 0 "the silent client was dropped"
 echo "rdma-netloss: all checks passed"
