@@ -41,7 +41,8 @@ static void (*state_failed) (int err);
 /* Rewrite the state file: every connection the server may still hold
  * (open and connected, or listed).  Written over the old content, then
  * cut to length: a process killed in between leaves lines too many,
- * which cost an ABANDON each and nothing else.  A write cut short (a
+ * which cost an ABANDON each and nothing else (a line it leaves twice
+ * is adopted once: load).  A write cut short (a
  * kill between two pages of it, a crash before the fdatasync) leaves
  * the new content's start over the old one's end: so lines keep their
  * order (a node goes to the end of all when it opens, and again when
@@ -336,6 +337,37 @@ hex16 (const char *s, uint64_t *v)
   return true;
 }
 
+/* A line of a state file names conn_id id of instance inst: whether
+ * it adds a connection (not when an earlier line named the same, left
+ * by a rewrite killed before its ftruncate, see save); *twice when an
+ * earlier one named id with another instance (a rewrite cut within a
+ * line): then gm_ab_reuse takes neither, since one name must never be
+ * on two connections (each one's hello would drop the other's link on
+ * the server), and an ABANDON names each, with its instance (the
+ * server ignores an ABANDON of another).  Before any connection opens:
+ * every node is one adopted from the file.
+ */
+static bool
+adoptable (uint64_t id, uint64_t inst, bool *twice)
+{
+  bool add = true;
+
+  *twice = false;
+  pthread_mutex_lock (&lock);
+  for (struct gm_ab_node *x = all; x && add; x = x->all_next) {
+    if (x->conn_id != id)
+      continue;
+    if (x->instance == inst)
+      add = false;
+    else {
+      x->adopted = false;
+      *twice = true;
+    }
+  }
+  pthread_mutex_unlock (&lock);
+  return add;
+}
+
 /* Adopt the connections a state file names: closed, listed.  Checked
  * whole first: a bad file adopts nothing.
  */
@@ -356,6 +388,7 @@ load (const char *text, size_t len, char *why, size_t whylen)
     for (size_t at = hl; at < len; at += STATE_LINE, line++) {
       uint64_t id, inst;
       struct gm_ab_node *n;
+      bool twice;
 
       if (len - at < STATE_LINE || !hex16 (text + at, &id) ||
           text[at + 16] != ' ' || !hex16 (text + at + 17, &inst) ||
@@ -366,11 +399,14 @@ load (const char *text, size_t len, char *why, size_t whylen)
       }
       if (!adopt)
         continue;
+      if (!adoptable (id, inst, &twice))
+        continue;               /* the same line again */
       if ((n = gm_ab_open (id)) == NULL) {
         snprintf (why, whylen, "%s", strerror (errno));
         return -1;
       }
-      n->closed = n->connected = n->adopted = true;
+      n->closed = n->connected = true;
+      n->adopted = !twice;
       gm_ab_broken (n, inst);
     }
   }

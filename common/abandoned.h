@@ -40,7 +40,10 @@ struct gm_ab_node *gm_ab_open (uint64_t conn_id);
  * the server, as a reconnect does: no ABANDON is needed for it, and it
  * is not one client too many for the server's rdma-max-clients (which
  * the killed bridge's connections may fill).  Should it close before
- * it connects, the name goes back for the next connection.
+ * it connects, the name goes back for the next connection.  A name is
+ * given to one connection at a time: one the file names twice (a
+ * rewrite killed halfway) is adopted once, or, with two instances,
+ * taken by none (only named in ABANDONs).
  */
 struct gm_ab_node *gm_ab_reuse (uint64_t *conn_id);
 /* It closes: the node is freed now, or once it is unlisted. */

@@ -495,6 +495,73 @@ torn_rewrite (void)
   CHECK_EQ_U64 (gm_ab_listed (), 0);
 }
 
+/* A bridge killed between a rewrite's pwrite and its ftruncate (after
+ * a line went: the others moved up) leaves a line twice; a page cut
+ * short can leave a name with the instance of another line.  Its
+ * successor must not give one name to two of its connections: each
+ * one's hello would drop the other's link on the server (and each
+ * reconnect the other's again), failing their requests (EIO). */
+static void
+duplicate_lines (void)
+{
+  char path[] = "/tmp/test-abandoned.XXXXXX", why[160], torn[512];
+  int fd = mkstemp (path);
+  struct gm_ab_node *a, *b, *r;
+  size_t oldlen, newlen;
+  char *old, *new;
+  uint64_t id;
+
+  CHECK (fd >= 0);
+  unlink (path);
+  test_state_fd = fd;
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
+  a = gm_ab_open (0xa1);
+  gm_ab_connected (a, I1);
+  b = gm_ab_open (0xb1);
+  gm_ab_connected (b, I1);
+  old = snapshot (fd, &oldlen);
+  gm_ab_close (a);
+  new = snapshot (fd, &newlen);
+  CHECK (newlen < oldlen && oldlen < sizeof torn);
+  memcpy (torn, new, newlen);
+  memcpy (torn + newlen, old + newlen, oldlen - newlen);
+  torn[oldlen] = '\0';
+#define B1 "00000000000000b1 0000000000001111\n"
+  CHECK (strcmp (torn, HDR B1 B1) == 0);
+  gm_ab_close (b);                      /* the bridge is killed */
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  /* Its successor: one connection takes b1, the next a new name. */
+  put (fd, torn);
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
+  CHECK ((r = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xb1);
+  CHECK (gm_ab_reuse (&id) == NULL);
+  gm_ab_hello (r);
+  gm_ab_connected (r, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  gm_ab_close (r);
+  check_file (fd, HDR);
+  /* A name with two instances: one is not its own, so an ABANDON
+   * names it with each (the server ignores another's), and no
+   * connection takes it. */
+#define D1 "00000000000000d1 0000000000001111\n"
+#define D2 "00000000000000d1 0000000000002222\n"
+#define E1 "00000000000000e1 0000000000001111\n"
+  put (fd, HDR D1 E1 D2);
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
+  CHECK_EQ_U64 (gm_ab_listed (), 3);
+  CHECK ((r = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xe1);
+  CHECK (gm_ab_reuse (&id) == NULL);
+  gm_ab_hello (r);
+  gm_ab_connected (r, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK_EQ_U64 (tell_all (r, I1), 1);
+  gm_ab_close (r);
+  check_file (fd, HDR);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
 static const struct unit_case cases[] = {
   { "basics", basics },
   { "connected", connected },
@@ -506,6 +573,7 @@ static const struct unit_case cases[] = {
   { "hello_fails", hello_fails },
   { "state_file", state_file },           /* keeps the file */
   { "torn_rewrite", torn_rewrite },
+  { "duplicate_lines", duplicate_lines },  /* keeps a file too */
 };
 
 int
