@@ -116,16 +116,19 @@ gm_rdma_is_predecessor (const struct client *o, const char *peer,
 }
 
 /* Drop and fence the connection of c's host named conn_id, other than
- * c, if it is still open here.  Whether one was.
+ * c, accepted before 'before', if it is still open here.  Whether one
+ * was.
  */
 static bool
-fence_named (struct client *c, uint64_t conn_id, const char *how)
+fence_named (struct client *c, uint64_t conn_id, uint64_t before,
+             const char *how)
 {
   bool found = false;
 
   pthread_mutex_lock (&gm_rdma_clients_lock);
   for (struct client *o = gm_rdma_clients; o; o = o->next_client) {
-    if (o == c || !gm_rdma_is_predecessor (o, c->peer, conn_id))
+    if (o == c || !gm_rdma_is_predecessor (o, c->peer, conn_id) ||
+        o->accepted_ns >= before)
       continue;
     nbdkit_debug (NAME ": %s %s connection 0x%" PRIx64 ", still open from "
                   "%s: that one is dropped, and what it has in the storage "
@@ -141,7 +144,7 @@ fence_named (struct client *c, uint64_t conn_id, const char *how)
 void
 gm_rdma_fence_predecessor (struct client *c)
 {
-  if (fence_named (c, c->rp.conn_id, "connects again as"))
+  if (fence_named (c, c->rp.conn_id, UINT64_MAX, "connects again as"))
     COUNT (RC_REPLACED, 1);
 }
 
@@ -151,8 +154,9 @@ gm_rdma_fence_predecessor (struct client *c)
  * after this reply.
  */
 void
-gm_rdma_fence_abandoned (struct client *c, uint64_t conn_id)
+gm_rdma_fence_abandoned (struct client *c, uint64_t conn_id,
+                         uint64_t received)
 {
-  if (fence_named (c, conn_id, "abandons its"))
+  if (fence_named (c, conn_id, received, "abandons its"))
     COUNT (RC_ABANDONED, 1);
 }

@@ -522,6 +522,9 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     goto refused;
   }
   c->id = id;
+  /* Before it is listed: an ABANDON received before now never names
+   * it (fence.c). */
+  c->accepted_ns = gm_now_ns ();
   gm_rdma_fence_predecessor (c);
   if (gm_rdma_client_setup (c) == -1)
     goto failed;

@@ -100,7 +100,7 @@ struct req {
   struct gm_stripe_piece piece[MAX_PIECES]; /* read, then RDMA-WRITten */
   bool rread_done, rread_ok;    /* WRITE: the RDMA READ's completion */
   bool data_with_reply;         /* READ read whole: finish () sends it */
-  uint64_t t0;                  /* taken from its receive */
+  uint64_t t0;                  /* when its receive completed */
   uint64_t replied_ns;          /* its reply was posted (watchdog) */
   uint64_t rread_ns;            /* WRITE: its RDMA READ was posted, 0
                                  * once completed (watchdog) */
@@ -108,6 +108,13 @@ struct req {
 };
 
 enum bye_state { BYE_NONE, BYE_POSTED, BYE_SENT, BYE_FAILED };
+
+/* A request received while every req slot was busy. */
+struct gm_rdma_deferred {
+  struct gm_rp_request r;
+  uint32_t error;
+  uint64_t t0;                  /* when it was received */
+};
 
 /* A client's place in fence.c's rule: served; gone (its CM id saw the
  * end, or its poller did) with work maybe still in the storage; its
@@ -128,6 +135,7 @@ struct client {
   pthread_t tid;                /* the poller */
   _Atomic bool finished;        /* the poller has returned */
   _Atomic int fence;            /* GM_FENCE_*: fence.c */
+  uint64_t accepted_ns;         /* set before it is listed: fence.c */
 
   /* Shared by the poller and the workers, under lock. */
   pthread_mutex_t lock;
@@ -136,8 +144,7 @@ struct client {
   struct gm_rp_conn rp;
   struct req *reqs;             /* [credits] */
   unsigned *queue, qhead, qlen; /* ring of request indexes [credits] */
-  struct gm_rp_request *deferred; /* taken while no req was free */
-  uint32_t *deferred_error;
+  struct gm_rdma_deferred *deferred; /* taken while no req was free */
   unsigned ndeferred;
   _Atomic bool stop;            /* workers: leave (set under lock; the
                                  * poller reads it without, while the
@@ -193,10 +200,15 @@ void gm_rdma_fence_wait (const struct client *self, uint64_t offset,
  * same host with its conn_id, still open here, is dropped and fenced
  * (its bridge gave up on it and connects again). */
 void gm_rdma_fence_predecessor (struct client *c);
-/* Worker, c's ABANDON (version 5): the same for the connection of c's
- * bridge named conn_id, which that bridge gave up on with writes in
- * flight, before c or another connection writes over them. */
-void gm_rdma_fence_abandoned (struct client *c, uint64_t conn_id);
+/* Worker, c's ABANDON (version 5), received at 'received' (gm_now_ns):
+ * the same for the connection of c's bridge named conn_id, which that
+ * bridge gave up on with writes in flight, before c or another
+ * connection writes over them.  Only a connection accepted before the
+ * ABANDON came: one accepted since is that connection's reconnect,
+ * which the ABANDON (kept waiting here, while c broke and the bridge
+ * let the reconnect go) does not mean. */
+void gm_rdma_fence_abandoned (struct client *c, uint64_t conn_id,
+                              uint64_t received);
 /* Whether o is such a connection, that a connect request from peer
  * naming conn_id replaces (the clients lock held). */
 bool gm_rdma_is_predecessor (const struct client *o, const char *peer,

@@ -131,13 +131,13 @@ post_rdma (struct client *c, struct req *q, enum ibv_wr_opcode op,
 
 static void
 queue_req (struct client *c, struct req *q, const struct gm_rp_request *r,
-           uint32_t error)
+           uint32_t error, uint64_t t0)
 {
   q->r = *r;
   q->error = error;
   q->count = 0;
   q->data_with_reply = false;
-  q->t0 = gm_now_ns ();
+  q->t0 = t0;
   q->state = RQ_QUEUED;
   c->queue[(c->qhead + c->qlen++) % c->rp.lim.credits] = req_index (c, q);
   pthread_cond_signal (&c->work);
@@ -152,12 +152,9 @@ release_req (struct client *c, struct req *q)
   gm_rdma_mem_put (q);
   q->state = RQ_FREE;
   if (c->ndeferred) {
-    struct gm_rp_request r = c->deferred[0];
-    uint32_t e = c->deferred_error[0];
-    memmove (c->deferred, c->deferred + 1, --c->ndeferred * sizeof r);
-    memmove (c->deferred_error, c->deferred_error + 1,
-             c->ndeferred * sizeof e);
-    queue_req (c, q, &r, e);
+    struct gm_rdma_deferred d = c->deferred[0];
+    memmove (c->deferred, c->deferred + 1, --c->ndeferred * sizeof d);
+    queue_req (c, q, &d.r, d.error, d.t0);
   }
 }
 
@@ -506,7 +503,7 @@ begin (struct client *c, struct req *q)
     /* conn_id in the offset, its server instance in addr: of another
      * process, it died with that one. */
     if (q->r.addr == c->rp.lim.instance)
-      gm_rdma_fence_abandoned (c, q->r.offset);
+      gm_rdma_fence_abandoned (c, q->r.offset, q->t0);
     break;
   default:                      /* not advertised: refused by the checks */
     r = -1;
@@ -605,12 +602,12 @@ on_recv (struct client *c, const struct ibv_wc *wc)
   }
   q = free_req (c);
   if (q)
-    queue_req (c, q, &r, e);
+    queue_req (c, q, &r, e, gm_now_ns ());
   else {
     /* Every slot waits for its reply's completion, which comes soon;
      * at most 'credits' receives can complete meanwhile. */
-    c->deferred_error[c->ndeferred] = e;
-    c->deferred[c->ndeferred++] = r;
+    c->deferred[c->ndeferred++] = (struct gm_rdma_deferred) {
+      .r = r, .error = e, .t0 = gm_now_ns () };
   }
   pthread_mutex_unlock (&c->lock);
   return 0;
@@ -1030,13 +1027,12 @@ gm_rdma_client_setup (struct client *c)
   c->reqs = calloc (n, sizeof *c->reqs);
   c->queue = calloc (n, sizeof *c->queue);
   c->deferred = calloc (n, sizeof *c->deferred);
-  c->deferred_error = calloc (n, sizeof *c->deferred_error);
   c->nworkers = gm_rdma_set.serial ? 1 : gm_rdma_set.threads;
   c->workers = calloc (c->nworkers, sizeof *c->workers);
   c->recv_buf = calloc (n, GM_RP_REQUEST_SIZE);
   c->cc = ibv_create_comp_channel (c->id->verbs);
   if (c->wake_fd == -1 || !c->reqs || !c->queue || !c->deferred ||
-      !c->deferred_error || !c->workers || !c->recv_buf || !c->cc)
+      !c->workers || !c->recv_buf || !c->cc)
     return -1;
   /* Completions: receives, replies, RDMA READs and every piece. */
   c->cq = ibv_create_cq (c->id->verbs, n * (MAX_PIECES + 3) + 8, c, c->cc, 0);
@@ -1088,7 +1084,6 @@ gm_rdma_client_release (struct client *c)
   free (c->reqs);
   free (c->queue);
   free (c->deferred);
-  free (c->deferred_error);
   free (c->workers);
   pthread_mutex_destroy (&c->lock);
   pthread_cond_destroy (&c->work);

@@ -110,8 +110,7 @@ struct fake {
   nbdkit_next next;
   struct req reqs[NSLOTS];
   unsigned queue[NSLOTS];
-  struct gm_rp_request deferred[NSLOTS];
-  uint32_t deferred_error[NSLOTS];
+  struct gm_rdma_deferred deferred[NSLOTS];
   pthread_t workers[MAXW];
   unsigned nw;
   _Atomic bool flushed;         /* gone: what it posts fails */
@@ -203,7 +202,6 @@ fake_start (struct fake *f, unsigned nw)
   c->reqs = f->reqs;
   c->queue = f->queue;
   c->deferred = f->deferred;
-  c->deferred_error = f->deferred_error;
   c->wake_fd = eventfd (0, EFD_CLOEXEC);
   CHECK (c->wake_fd >= 0);
   pthread_mutex_lock (&gm_rdma_clients_lock);
@@ -280,7 +278,7 @@ submit_req (struct fake *f, struct gm_rp_request r)
   pthread_mutex_lock (&f->c.lock);
   q = free_req (&f->c);
   CHECK (q != NULL);
-  queue_req (&f->c, q, &r, 0);
+  queue_req (&f->c, q, &r, 0, gm_now_ns ());
   pthread_mutex_unlock (&f->c.lock);
 }
 
@@ -433,7 +431,8 @@ all_free_locked (struct fake *f)
 }
 
 static void
-abandon_case (uint64_t instance, const char *peer1, bool fences)
+abandon_case (uint64_t instance, const char *peer1, uint64_t accepted,
+              bool fences)
 {
   setup (1024 * K);
   gm_rdma_stats[RC_ABANDONED].value = 0;
@@ -444,6 +443,7 @@ abandon_case (uint64_t instance, const char *peer1, bool fences)
   fk[0].c.rp.conn_id = 0xb0;
   fk[1].c.rp.conn_id = 0xa1;
   fk[0].c.rp.lim.instance = fk[1].c.rp.lim.instance = INSTANCE;
+  fk[1].c.accepted_ns = accepted;
   atomic_store (&fk[1].hold_below, true);
   submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
   CHECK (reaches (&fk[1].in_below, 1));
@@ -469,19 +469,30 @@ abandon_case (uint64_t instance, const char *peer1, bool fences)
 static void
 abandon_fences (void)
 {
-  abandon_case (INSTANCE, "10.77.0.2:41001", true);
+  abandon_case (INSTANCE, "10.77.0.2:41001", 0, true);
+}
+
+/* The connection named was accepted after the ABANDON came (here: its
+ * accept time is later than the worker's run): that is its reconnect,
+ * which the bridge let go once the ABANDON's connection broke with the
+ * ABANDON still waiting here for a worker.  Left alone. */
+static void
+abandon_reconnected_since (void)
+{
+  abandon_case (INSTANCE, "10.77.0.2:41001", gm_now_ns () + 60000000000ull,
+                false);
 }
 
 static void
 abandon_other_instance (void)
 {
-  abandon_case (INSTANCE + 1, "10.77.0.2:41001", false);
+  abandon_case (INSTANCE + 1, "10.77.0.2:41001", 0, false);
 }
 
 static void
 abandon_other_host (void)
 {
-  abandon_case (INSTANCE, "10.77.0.3:41001", false);
+  abandon_case (INSTANCE, "10.77.0.3:41001", 0, false);
 }
 
 /* A client silent for rdma-keepalive seconds, with nothing in service,
@@ -538,6 +549,7 @@ static const struct unit_case cases[] = {
   { "poller_sees_end", poller_sees_end },
   { "abandon_fences", abandon_fences },
   { "abandon_other_instance", abandon_other_instance },
+  { "abandon_reconnected_since", abandon_reconnected_since },
   { "abandon_other_host", abandon_other_host },
 };
 
