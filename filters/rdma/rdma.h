@@ -154,6 +154,9 @@ struct client {
   bool farewell;                /* rdma.c's cleanup: drained, to be told */
   enum bye_state bye;           /* its goodbye (under lock) */
   bool probing;                 /* poller only: a keepalive probe is out */
+  bool probe_late;              /* poller only: found unanswered at a
+                                 * watch already */
+  uint64_t probe_ns;            /* poller only: when it was posted */
   unsigned nworkers, nstarted, running;
   pthread_t *workers;
   int wake_fd;                  /* eventfd: a worker left */

@@ -770,9 +770,13 @@ report_stall (struct client *c, const struct gm_rp_request *r, bool replied,
  * client that is gone (its host died, the network is cut for good)
  * never answers, the queue pair's retries end in an error completion,
  * and it is dropped (on_completion).  One whose probe neither succeeds
- * nor fails within REPLY_TIMEOUT_S more is dropped too.  quiet_since:
- * when the poller last saw a completion, or the probe's answer.  Called
- * at each watch.  Returns -1 to drop the client.
+ * nor fails within REPLY_TIMEOUT_S of being posted is dropped too, once
+ * found so at two watches in a row: the poller takes what is in the
+ * queue between them, so one that was itself held up (a paused VM, a
+ * descheduled thread) does not blame a client whose answer is waiting
+ * there (as stalled_req).  quiet_since: when the poller last saw a
+ * completion, or the probe's answer.  Called at each watch.  Returns -1
+ * to drop the client.
  */
 static int
 keepalive (struct client *c, uint64_t now, uint64_t quiet_since)
@@ -785,8 +789,14 @@ keepalive (struct client *c, uint64_t now, uint64_t quiet_since)
   if (k == 0 || quiet_since + k > now)
     return 0;
   if (c->probing) {
-    if (quiet_since + k + REPLY_TIMEOUT_S * 1000000000ull > now)
+    /* From the probe's post: a poller held up past quiet_since + k
+     * posts it late, and its answer gets the same time. */
+    if (c->probe_ns + REPLY_TIMEOUT_S * 1000000000ull > now)
       return 0;
+    if (!c->probe_late) {
+      c->probe_late = true;
+      return 0;
+    }
     nbdkit_error (NAME ": %s: a keepalive probe unanswered for %d s: "
                   "dropping it", c->peer, REPLY_TIMEOUT_S);
     COUNT (RC_KEEPALIVE_DROPS, 1);
@@ -798,6 +808,8 @@ keepalive (struct client *c, uint64_t now, uint64_t quiet_since)
   if (!quiet)
     return 0;                   /* the stall watch covers requests */
   c->probing = true;
+  c->probe_late = false;
+  c->probe_ns = now;
   COUNT (RC_KEEPALIVE_PROBES, 1);
   if (ibv_post_send (c->id->qp, &wr, &bad)) {
     nbdkit_error (NAME ": %s: cannot post a keepalive probe: dropping it",

@@ -120,6 +120,7 @@ struct fake {
   _Atomic bool hold_below;      /* its writes below wait for a case */
   _Atomic unsigned in_below, landed;
   unsigned probes;              /* keepalive probes posted */
+  bool hold_probe;              /* a case answers the probe */
 };
 
 static struct fake fk[2];       /* 0 live, 1 gone as a case says */
@@ -137,6 +138,8 @@ fake_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr,
       CHECK (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 0 &&
              (wr->send_flags & IBV_SEND_SIGNALED));
       f->probes++;
+      if (f->hold_probe)
+        continue;
     }
     if (atomic_load (&f->flushed))
       wc.status = IBV_WC_WR_FLUSH_ERR;
@@ -529,9 +532,11 @@ keepalive_probe (void)
   CHECK (on_completion (c, &wc) == -1);
   CHECK (!c->probing);
   CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_DROPS].value, 1);
-  /* Neither answered nor failed: waited for REPLY_TIMEOUT_S more. */
+  /* Neither answered nor failed: waited for REPLY_TIMEOUT_S after the
+   * probe (posted at t0 + 3 s), and found so at two watches in a row. */
   c->probing = true;
   CHECK (keepalive (c, t0 + (3 + REPLY_TIMEOUT_S) * s - 1, t0) == 0);
+  CHECK (keepalive (c, t0 + (3 + REPLY_TIMEOUT_S) * s, t0) == 0);
   CHECK (keepalive (c, t0 + (4 + REPLY_TIMEOUT_S) * s, t0) == -1);
   CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_DROPS].value, 2);
   c->probing = false;
@@ -542,8 +547,49 @@ keepalive_probe (void)
   teardown ();
 }
 
+/* The poller was held up (a paused VM, a descheduled thread): a probe
+ * posted late gets REPLY_TIMEOUT_S from its post all the same, and one
+ * found unanswered after the poller itself stood still, its answer
+ * waiting in the queue, does not drop the client: the next watch
+ * comes after the poller took what is there. */
+static void
+keepalive_held_up (void)
+{
+  struct client *c = &fk[0].c;
+  const uint64_t s = 1000000000ull, t0 = 1000 * s;
+  struct ibv_wc ok = { .wr_id = WR_PROBE, .status = IBV_WC_SUCCESS };
+
+  setup (64 * K);
+  fake_start (&fk[0], 0);
+  fake_start (&fk[1], 0);
+  gm_rdma_stats[RC_KEEPALIVE_DROPS].value = 0;
+  gm_rdma_set.keepalive = 3;
+  fk[0].hold_probe = true;
+  /* Silent since t0, the first watch in 20 s: probed now. */
+  CHECK (keepalive (c, t0 + 20 * s, t0) == 0);
+  CHECK_EQ_U64 (fk[0].probes, 1);
+  CHECK (c->probing);
+  /* The next watch, a second later: its answer needs a retry. */
+  CHECK (keepalive (c, t0 + 21 * s, t0) == 0);
+  CHECK (c->probing);
+  CHECK (on_completion (c, &ok) == 0);
+  CHECK (!c->probing);
+  /* Probed again; then the poller stands still for 15 s, the answer
+   * already in the queue: the watch it runs first does not drop. */
+  CHECK (keepalive (c, t0 + 30 * s, t0 + 22 * s) == 0);
+  CHECK_EQ_U64 (fk[0].probes, 2);
+  CHECK (keepalive (c, t0 + 45 * s, t0 + 22 * s) == 0);
+  CHECK (on_completion (c, &ok) == 0);
+  CHECK (!c->probing);
+  CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_DROPS].value, 0);
+  fk[0].hold_probe = false;
+  gm_rdma_set.keepalive = 0;
+  teardown ();
+}
+
 static const struct unit_case cases[] = {
   { "keepalive_probe", keepalive_probe },
+  { "keepalive_held_up", keepalive_held_up },
   { "holds_live", holds_live },
   { "waiter_holds_no_pool", waiter_holds_no_pool },
   { "poller_sees_end", poller_sees_end },
