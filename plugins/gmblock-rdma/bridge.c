@@ -290,15 +290,17 @@ struct piece {
   struct buf_ref b;
 };
 
-/* The worse of two outcomes: a transport failure (-1, CONN_TIMEDOUT:
- * a write may or may not have landed), then a request not served
+/* The worse of two outcomes: a connection broken by timeout=
+ * (CONN_TIMEDOUT: never sent again, even when another piece found the
+ * connection already dead, -1), then another transport failure (-1: a
+ * write may or may not have landed), then a request not served
  * (CONN_UNSERVED: safe to send again), then the server's error, then
  * success.
  */
 static int
 badness (int e)
 {
-  return e == -1 || e == CONN_TIMEDOUT ? 3 : e == CONN_UNSERVED ? 2
+  return e == CONN_TIMEDOUT ? 4 : e == -1 ? 3 : e == CONN_UNSERVED ? 2
     : e > 0 ? 1 : 0;
 }
 

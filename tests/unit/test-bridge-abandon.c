@@ -27,6 +27,7 @@ struct conn {
   struct gm_ab_node *ab;
   struct gm_rp_limits lim;
   unsigned busy;
+  unsigned doomed;              /* in flight when it died */
 };
 
 #define MAXLOG 16
@@ -37,6 +38,10 @@ static struct sent {
 } sent[MAXLOG];
 static unsigned nsent;
 static int next_result;         /* the next conn_collect's, once */
+/* The connection dies as its die_after'th request is posted: what was
+ * in flight then ends with dying_result (conn.c's broken ()). */
+static unsigned die_after;
+static int dying_result;
 
 struct conn *
 conn_open (void)
@@ -98,6 +103,10 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
   CHECK (nsent < MAXLOG);
   sent[nsent++] = (struct sent) { .op = r->op, .offset = r->offset,
                                   .addr = r->addr, .instance = c->instance };
+  if (nsent == die_after) {
+    c->dead = true;
+    c->doomed = c->busy;
+  }
   return 0;
 }
 
@@ -107,6 +116,10 @@ conn_collect (struct conn *c, int slot)
   int r = next_result;
 
   next_result = 0;
+  if (c->doomed > 0) {
+    c->doomed--;
+    r = dying_result;
+  }
   c->busy--;
   return r;
 }
@@ -316,12 +329,47 @@ timeout_not_retried (void)
   read_broken (CONN_TIMEDOUT, 1, -1);
 }
 
+/* A READ of three pieces whose connection dies once the first is
+ * posted: the second finds it dead (-1) before the first is collected
+ * (result).  A plain break sends the READ once more, whole; a break by
+ * timeout= does not, whatever the order: CONN_TIMEDOUT outranks -1. */
+static void
+read_dies (int result, unsigned want_sent, int want_ret)
+{
+  static char buf[3 << 20];
+  struct conn c;
+
+  nsent = 0;
+  conn_init (&c, 0xc, I1);
+  die_after = 1;
+  dying_result = result;
+  CHECK (bridge_pread (&c, buf, sizeof buf, 0, 0) == want_ret);
+  die_after = 0;
+  CHECK_EQ_U64 (nsent, want_sent);
+  CHECK_EQ_U64 (c.busy, 0);
+  gm_ab_close (c.ab);
+}
+
+static void
+timeout_multi_piece (void)
+{
+  read_dies (CONN_TIMEDOUT, 1, -1);
+}
+
+static void
+broken_multi_piece (void)
+{
+  read_dies (-1, 4, 0);
+}
+
 static const struct unit_case cases[] = {
   { "same_instance", same_instance },
   { "stale_instance", stale_instance },
   { "old_instance", old_instance },
   { "read_retried", read_retried },
   { "timeout_not_retried", timeout_not_retried },
+  { "timeout_multi_piece", timeout_multi_piece },
+  { "broken_multi_piece", broken_multi_piece },
 };
 
 int
