@@ -784,7 +784,7 @@ keepalive (struct client *c, uint64_t now, uint64_t quiet_since)
   struct ibv_send_wr wr = { .wr_id = WR_PROBE, .opcode = IBV_WR_RDMA_WRITE,
                             .send_flags = IBV_SEND_SIGNALED }, *bad;
   uint64_t k = gm_rdma_set.keepalive * 1000000000ull;
-  bool quiet;
+  bool quiet, posted = false;
 
   if (k == 0 || quiet_since + k > now)
     return 0;
@@ -802,16 +802,22 @@ keepalive (struct client *c, uint64_t now, uint64_t quiet_since)
     COUNT (RC_KEEPALIVE_DROPS, 1);
     return -1;
   }
+  /* Posted under the lock: a goodbye (gm_rdma_client_goodbye, after
+   * draining is set) then goes out after the probe, whose answer comes
+   * first, never before it, when the client may already be leaving. */
   pthread_mutex_lock (&c->lock);
   quiet = all_free (c) && c->ndeferred == 0 && !c->closing && !c->draining;
+  if (quiet) {
+    c->probing = true;
+    c->probe_late = false;
+    c->probe_ns = now;
+    posted = ibv_post_send (c->id->qp, &wr, &bad) == 0;
+  }
   pthread_mutex_unlock (&c->lock);
   if (!quiet)
     return 0;                   /* the stall watch covers requests */
-  c->probing = true;
-  c->probe_late = false;
-  c->probe_ns = now;
   COUNT (RC_KEEPALIVE_PROBES, 1);
-  if (ibv_post_send (c->id->qp, &wr, &bad)) {
+  if (!posted) {
     nbdkit_error (NAME ": %s: cannot post a keepalive probe: dropping it",
                   c->peer);
     return -1;

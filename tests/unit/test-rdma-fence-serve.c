@@ -137,6 +137,9 @@ fake_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr,
       /* Zero length, no buffer, no key: nothing the client must have. */
       CHECK (wr->opcode == IBV_WR_RDMA_WRITE && wr->num_sge == 0 &&
              (wr->send_flags & IBV_SEND_SIGNALED));
+      /* Posted under the client's lock, as the goodbye is: a goodbye
+       * never goes out between the probe's check and its post. */
+      CHECK (pthread_mutex_trylock (&f->c.lock) == EBUSY);
       f->probes++;
       if (f->hold_probe)
         continue;
