@@ -79,7 +79,7 @@ struct slot {
   uint32_t count;               /* BLOCK_STATUS: extents written */
   uint64_t handle;
   uint64_t flush_mark;          /* FLUSH: what it covers (gm_uf_flush_sent) */
-  time_t posted_at;             /* timeout= */
+  uint64_t posted_ms;           /* timeout= */
   uint8_t op;
   struct gm_uf_ack *ack;        /* the request's replies that count */
 };
@@ -125,7 +125,7 @@ struct conn {
   time_t leaving_since;
   unsigned given_up;            /* reconnects after a shutdown that failed */
   time_t probe_sent;
-  time_t timeout_checked;       /* timeout=: once a second */
+  uint64_t timeout_checked;     /* timeout=: once a second (its s) */
   bool timed_out;               /* timeout= broke it */
   struct gm_unflushed uf;       /* its writes a FLUSH must still cover */
   struct gm_ab_node *ab;        /* listed while broken with writes in
@@ -178,12 +178,18 @@ msgs_size (void)
     + GM_RP_REQUEST_SIZE;
 }
 
-static time_t
-now (void)
+static uint64_t
+now_ms (void)
 {
   struct timespec t;
   clock_gettime (CLOCK_MONOTONIC, &t);
-  return t.tv_sec;
+  return t.tv_sec * 1000ull + t.tv_nsec / 1000000;
+}
+
+static time_t
+now (void)
+{
+  return now_ms () / 1000;
 }
 
 /* -D gmblock-rdma.silence_s=N: a probe unanswered for N s breaks the
@@ -876,21 +882,22 @@ drain (struct conn *c)
 /* timeout=N: a request unanswered for N s breaks the connection, as an
  * unanswered probe does (a server whose NIC answers probes while its
  * software or storage hangs would hold it for ever).  Whether it broke.
- * Looks once a second.  Called with c->m held.
+ * Looks once a second, so a request fails between N and N + 1 s after
+ * it was sent, never before.  Called with c->m held.
  */
 static bool
 overdue (struct conn *c)
 {
-  time_t t;
+  uint64_t t;
 
-  if (opt_timeout == 0 || (t = now ()) == c->timeout_checked)
+  if (opt_timeout == 0 || (t = now_ms ()) / 1000 == c->timeout_checked)
     return false;
-  c->timeout_checked = t;
+  c->timeout_checked = t / 1000;
   for (unsigned i = 0; i < GM_RP_MAX_CREDITS; i++) {
     const struct slot *s = &c->slots[i];
     char why[96];
 
-    if (!s->posted || t - s->posted_at < (time_t) opt_timeout)
+    if (!s->posted || t - s->posted_ms < opt_timeout * 1000ull)
       continue;
     snprintf (why, sizeof why, "a %s unanswered for %u s (timeout=%u)",
               gm_rp_op_name (s->op), opt_timeout, opt_timeout);
@@ -1144,7 +1151,7 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
   }
   COUNT (BC_REQUESTS, 1);
   if (opt_timeout)
-    s->posted_at = now ();
+    s->posted_ms = now_ms ();
   s->op = r->op;
   s->handle = r->handle;
   s->ack = ack;
