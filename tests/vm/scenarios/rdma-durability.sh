@@ -56,7 +56,7 @@
 # filter's serial path (one worker, READs not split), two writers at
 # depth 16 at once, a flush, every byte back over RDMA and on the disk.
 # lab-disks: virtio:32M virtio:32M virtio:32M
-# lab-timeout: 400
+# lab-timeout: 600
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair
