@@ -46,6 +46,9 @@ basics (void)
   CHECK_EQ_U64 (gm_ab_listed (), 1);
   CHECK (!gm_ab_take (a, I1, &id, &n));    /* its own: its reconnect tells */
   CHECK (!gm_ab_take (b, I2, &id, &n));    /* another server process */
+  CHECK (!gm_ab_pending (a, I1));         /* the same for a write */
+  CHECK (!gm_ab_pending (b, I2));
+  CHECK (gm_ab_pending (b, I1));
   CHECK (gm_ab_take (b, I1, &id, &n));
   CHECK_EQ_U64 (id, 0xa);
   gm_ab_told (n, true);
@@ -264,6 +267,71 @@ static void
 hello_fails (void)
 {
   hello_vs_tell (false);
+}
+
+/* Wait up to 10 s (a loaded machine, TSan) for the waiter to end (not
+ * just to start). */
+static bool
+waiter_ends (void)
+{
+  for (int i = 0; i < 1000 && atomic_load (&waiter_state) < 2; i++)
+    usleep (10 * 1000);
+  return atomic_load (&waiter_state) >= 2;
+}
+
+/* A hello that connected is over: when a's connection breaks again,
+ * a writer tells it at once, not waiting for that hello's outcome. */
+static void
+broken_after_hello (void)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa);
+  pthread_t t;
+
+  gm_ab_hello (a);
+  gm_ab_connected (a, I1);
+  gm_ab_broken (a, I1);
+  waiter_self = gm_ab_open (0xc);
+  atomic_store (&waiter_state, 0);
+  CHECK (pthread_create (&t, NULL, waiter, NULL) == 0);
+  CHECK (waiter_ends ());
+  pthread_join (t, NULL);
+  CHECK_EQ_U64 (atomic_load (&waiter_state), 3);
+  gm_ab_close (a);
+  gm_ab_close (waiter_self);
+}
+
+/* a's hello waits for the ABANDON naming a, not for any tell: c's
+ * reply about d, which comes first, does not let it go. */
+static void
+hello_waits_its_tell (void)
+{
+  struct gm_ab_node *a = gm_ab_open (0xa), *b = gm_ab_open (0xb),
+    *c = gm_ab_open (0xc), *d = gm_ab_open (0xd), *na, *nd;
+  pthread_t t;
+  uint64_t id;
+
+  gm_ab_broken (a, I1);
+  gm_ab_broken (d, I1);
+  CHECK (gm_ab_take (c, I1, &id, &nd));         /* the latest listed */
+  CHECK_EQ_U64 (id, 0xd);
+  CHECK (gm_ab_take (b, I1, &id, &na));
+  CHECK_EQ_U64 (id, 0xa);
+  hello_node = a;
+  atomic_store (&hello_state, 0);
+  CHECK (pthread_create (&t, NULL, hello_sayer, NULL) == 0);
+  usleep (200 * 1000);
+  gm_ab_told (nd, true);
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&hello_state), 1);
+  gm_ab_told (na, false);
+  pthread_join (t, NULL);
+  CHECK_EQ_U64 (atomic_load (&hello_state), 2);
+  gm_ab_connected (a, I1);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  gm_ab_close (a);
+  gm_ab_close (b);
+  gm_ab_close (c);
+  gm_ab_close (d);
 }
 
 /* The state file (state=): what a killed bridge left is adopted, and
@@ -571,6 +639,8 @@ static const struct unit_case cases[] = {
   { "others_wait_failed", others_wait_failed },
   { "hello_connects", hello_connects },
   { "hello_fails", hello_fails },
+  { "broken_after_hello", broken_after_hello },
+  { "hello_waits_its_tell", hello_waits_its_tell },
   { "state_file", state_file },           /* keeps the file */
   { "torn_rewrite", torn_rewrite },
   { "duplicate_lines", duplicate_lines },  /* keeps a file too */
