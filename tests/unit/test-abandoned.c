@@ -2,6 +2,7 @@
  * the server must be told about before the next write.
  * SPDX-License-Identifier: BSD-3-Clause
  */
+#include <errno.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -14,6 +15,22 @@
 
 #define I1 0x1111
 #define I2 0x2222
+
+/* The state file's fdatasyncs (-Wl,--wrap): counted; failed on cue. */
+int __real_fdatasync (int fd);
+static _Atomic unsigned syncs;
+static int sync_fails;                  /* errno to fail with, or 0 */
+
+int
+__wrap_fdatasync (int fd)
+{
+  atomic_fetch_add (&syncs, 1);
+  if (sync_fails) {
+    errno = sync_fails;
+    return -1;
+  }
+  return __real_fdatasync (fd);
+}
 
 /* Tell every listed connection of instance as connection self would,
  * each told ok; how many. */
@@ -383,6 +400,7 @@ state_file (void)
   put (fd, "connections\n");
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
   CHECK (strstr (why, "not a gmblock-rdma state file") != NULL);
+  check_file (fd, "connections\n");   /* not ours: left as it was */
   put (fd, HDR "00000000000000aa 0000000000001111\n"
        "00000000000000bb 0000000000000000\n");
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
@@ -400,6 +418,13 @@ state_file (void)
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
   put (fd, HDR "00000000000000aa            1111\n");
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  /* Each line ends where its second number does. */
+  put (fd, HDR "00000000000000aa 0000000000001111 "
+       "00000000000000bb 0000000000001111\n");
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
+  CHECK (strstr (why, "line 2 is not") != NULL);
+  check_file (fd, HDR "00000000000000aa 0000000000001111 "
+              "00000000000000bb 0000000000001111\n");
   CHECK_EQ_U64 (gm_ab_listed (), 0);
   /* A killed bridge's three connections, of two server instances. */
 #define AA "00000000000000aa 0000000000001111\n"
@@ -457,6 +482,56 @@ state_file (void)
   gm_ab_close (d);
   check_file (fd, HDR);
   CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
+/* Every hex digit is read, in either case, and written back in lower
+ * case; every rewrite is synced, and one that fails is said (the
+ * bridge logs it).  Keeps a file too. */
+static int sync_err;
+
+static void
+note_failed (int err)
+{
+  sync_err = err;
+}
+
+static void
+state_digits (void)
+{
+  char path[] = "/tmp/test-abandoned.XXXXXX", why[160];
+  int fd = mkstemp (path);
+  struct gm_ab_node *r[2];
+  unsigned before;
+  uint64_t id;
+
+  CHECK (fd >= 0);
+  unlink (path);
+  test_state_fd = fd;
+#define X1 "0123456789abcdef 00000000000fffff\n"
+#define X2 "fedcba9876543210 00000000000fffff\n"
+  put (fd, HDR X1 "FEDCBA9876543210 00000000000FFFFF\n");
+  before = atomic_load (&syncs);
+  CHECK (gm_ab_state (fd, note_failed, why, sizeof why) == 0);
+  CHECK (atomic_load (&syncs) > before);
+  check_file (fd, HDR X1 X2);
+  CHECK_EQ_U64 (gm_ab_listed (), 2);
+  CHECK ((r[0] = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0xfedcba9876543210ull);
+  CHECK ((r[1] = gm_ab_reuse (&id)) != NULL);
+  CHECK_EQ_U64 (id, 0x0123456789abcdefull);
+  for (int i = 0; i < 2; i++) {
+    gm_ab_hello (r[i]);
+    before = atomic_load (&syncs);
+    gm_ab_connected (r[i], 0xfffff);
+    CHECK (atomic_load (&syncs) > before);
+  }
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  sync_fails = EIO;
+  gm_ab_close (r[0]);
+  sync_fails = 0;
+  CHECK_EQ_U64 (sync_err, EIO);
+  gm_ab_close (r[1]);
+  check_file (fd, HDR);
 }
 
 /* A rewrite cut short (the bridge killed within a pwrite of more than
@@ -644,6 +719,7 @@ static const struct unit_case cases[] = {
   { "state_file", state_file },           /* keeps the file */
   { "torn_rewrite", torn_rewrite },
   { "duplicate_lines", duplicate_lines },  /* keeps a file too */
+  { "state_digits", state_digits },        /* and this one */
 };
 
 int
