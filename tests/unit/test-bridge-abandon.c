@@ -38,10 +38,20 @@ static struct sent {
 } sent[MAXLOG];
 static unsigned nsent;
 static int next_result;         /* the next conn_collect's, once */
+/* The next conn_collects' outcomes, in order, before next_result. */
+static int results[8];
+static unsigned nresults, results_at;
 /* The connection dies as its die_after'th request is posted: what was
  * in flight then ends with dying_result (conn.c's broken ()). */
 static unsigned die_after;
 static int dying_result;
+/* The connection dies whenever a slot is given back unused, and at
+ * each reconnect, connection 'rebroken' breaks again on its instance
+ * (a flapping network); or it breaks as the break_after'th request is
+ * posted. */
+static unsigned die_at_unreserve, break_after;
+static struct gm_ab_node *rebroken;
+static int last_error;          /* nbdkit_set_error's */
 
 struct conn *
 conn_open (void)
@@ -84,6 +94,8 @@ conn_reserve (struct conn *c, bool wait, bool *waited)
     c->dead = false;
     c->instance = c->next_instance;
     gm_ab_connected (c->ab, c->instance);
+    if (rebroken)
+      gm_ab_broken (rebroken, c->instance);
   }
   if (c->busy == 4)
     return -2;
@@ -94,6 +106,10 @@ void
 conn_unreserve (struct conn *c, int slot)
 {
   c->busy--;
+  if (die_at_unreserve > 0) {
+    die_at_unreserve--;
+    c->dead = true;
+  }
 }
 
 int
@@ -103,6 +119,8 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
   CHECK (nsent < MAXLOG);
   sent[nsent++] = (struct sent) { .op = r->op, .offset = r->offset,
                                   .addr = r->addr, .instance = c->instance };
+  if (nsent == break_after)
+    gm_ab_broken (rebroken, c->instance);
   if (nsent == die_after) {
     c->dead = true;
     c->doomed = c->busy;
@@ -115,7 +133,10 @@ conn_collect (struct conn *c, int slot)
 {
   int r = next_result;
 
-  next_result = 0;
+  if (results_at < nresults)
+    r = results[results_at++];
+  else
+    next_result = 0;
   if (c->doomed > 0) {
     c->doomed--;
     r = dying_result;
@@ -199,6 +220,7 @@ nbdkit_error (const char *fs, ...)
 void
 nbdkit_set_error (int err)
 {
+  last_error = err;
 }
 
 char *
@@ -249,6 +271,45 @@ write_after (uint64_t broke_on, uint64_t was, uint64_t now)
   gm_ab_close (c.ab);
 }
 
+/* The next n conn_collects end with these. */
+static void
+answer (unsigned n, const int *r)
+{
+  memcpy (results, r, n * sizeof *r);
+  nresults = n;
+  results_at = 0;
+}
+
+static void
+conns_close (struct conn *x, unsigned n)
+{
+  for (unsigned i = 0; i < n; i++) {
+    gm_ab_connected (x[i].ab, x[i].instance);   /* its own listing ends */
+    gm_ab_close (x[i].ab);
+  }
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
+/* x (0xa) connected to x_on, broken there with a write in flight if
+ * 'broke', and c (0xc) connected to c_on; nothing sent yet. */
+static void
+pair (struct conn *x, struct conn *c, uint64_t x_on, uint64_t c_on,
+      bool broke)
+{
+  nsent = 0;
+  conn_init (x, 0xa, x_on);
+  conn_init (c, 0xc, c_on);
+  if (broke)
+    gm_ab_broken (x->ab, x_on);
+}
+
+static void
+pair_close (struct conn *x, struct conn *c)
+{
+  conns_close (x, 1);
+  conns_close (c, 1);
+}
+
 /* The plain case: the same instance throughout. */
 static void
 same_instance (void)
@@ -295,6 +356,147 @@ old_instance (void)
   CHECK_EQ_U64 (sent[0].op, GM_RP_WRITE);
   CHECK_EQ_U64 (sent[0].instance, I2);
   CHECK_EQ_U64 (gm_ab_listed (), 0);
+}
+
+/* c, alive on I1, has nothing to name there; its connection dies as
+ * the slot it chose with is given back, and reconnects at the write's
+ * first slot to I2, where x broke with a write in flight: x is named to
+ * I2 (run's RUN_TELL) before the write, which goes out once. */
+static void
+reconnect_at_write (void)
+{
+  static char buf[4096];
+  struct conn x, c;
+
+  pair (&x, &c, I2, I1, true);
+  c.next_instance = I2;
+  die_at_unreserve = 1;
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == 0);
+  CHECK_EQ_U64 (nsent, 2);
+  CHECK_EQ_U64 (sent[0].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (sent[0].addr, I2);
+  CHECK_EQ_U64 (sent[0].instance, I2);
+  CHECK_EQ_U64 (sent[1].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (sent[1].instance, I2);
+  CHECK_EQ_U64 (c.busy, 0);
+  pair_close (&x, &c);
+}
+
+/* A network that flaps: the connection dies whenever it gives a slot
+ * back, and x breaks again at each reconnect.  The write, never sent,
+ * fails after MAX_TELLS rounds instead of going round for ever. */
+static void
+flapping (void)
+{
+  static char buf[4096];
+  struct conn x, c;
+
+  pair (&x, &c, I1, I1, true);
+  rebroken = x.ab;
+  die_at_unreserve = 1000;
+  last_error = 0;
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == -1);
+  die_at_unreserve = 0;
+  rebroken = NULL;
+  CHECK_EQ_U64 (last_error, EIO);
+  CHECK_EQ_U64 (nsent, MAX_TELLS);
+  for (unsigned i = 0; i < nsent; i++)
+    CHECK_EQ_U64 (sent[i].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (c.busy, 0);
+  pair_close (&x, &c);
+}
+
+/* x breaks while a write of three pieces is in flight on c: the NBD
+ * client has not seen x's failure yet, so the pieces still to send go
+ * out as they are; the next write names x. */
+static void
+broken_during_write (void)
+{
+  static char buf[3 << 20];
+  struct conn x, c;
+
+  pair (&x, &c, I1, I1, false);
+  rebroken = x.ab;
+  break_after = 1;
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == 0);
+  break_after = 0;
+  rebroken = NULL;
+  CHECK_EQ_U64 (nsent, 3);
+  for (unsigned i = 0; i < nsent; i++)
+    CHECK_EQ_U64 (sent[i].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (c.busy, 0);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK (bridge_pwrite (&c, buf, 4096, 0, 0) == 0);
+  CHECK_EQ_U64 (nsent, 5);
+  CHECK_EQ_U64 (sent[3].op, GM_RP_ABANDON);
+  pair_close (&x, &c);
+}
+
+/* Only writes name anyone: a READ or a FLUSH while x is listed goes
+ * out alone, and x stays listed for the next write. */
+static void
+reads_name_nobody (void)
+{
+  static char buf[4096];
+  struct conn x, c;
+
+  pair (&x, &c, I1, I1, true);
+  CHECK (bridge_pread (&c, buf, sizeof buf, 0, 0) == 0);
+  CHECK (bridge_flush (&c, 0) == 0);
+  CHECK_EQ_U64 (nsent, 2);
+  CHECK_EQ_U64 (sent[0].op, GM_RP_READ);
+  CHECK_EQ_U64 (sent[1].op, GM_RP_FLUSH);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  pair_close (&x, &c);
+}
+
+/* An ABANDON answered with an error: the write fails with it, unsent,
+ * and x stays listed; the next write names it again. */
+static void
+abandon_fails (void)
+{
+  static char buf[4096];
+  struct conn x, c;
+
+  pair (&x, &c, I1, I1, true);
+  answer (1, (int[]) { EIO });
+  last_error = 0;
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == -1);
+  CHECK_EQ_U64 (last_error, EIO);
+  CHECK_EQ_U64 (nsent, 1);
+  CHECK_EQ_U64 (sent[0].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == 0);
+  CHECK_EQ_U64 (nsent, 3);
+  CHECK_EQ_U64 (sent[1].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (sent[2].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  CHECK_EQ_U64 (c.busy, 0);
+  pair_close (&x, &c);
+}
+
+/* Nine connections broke at once (a switch failed): one write names
+ * them all, then goes out; more than MAX_TELLS is no failure. */
+static void
+many_broken (void)
+{
+  static char buf[4096];
+  struct conn x[9], c;
+
+  nsent = 0;
+  for (unsigned i = 0; i < 9; i++) {
+    conn_init (&x[i], 0x10 + i, I1);
+    gm_ab_broken (x[i].ab, I1);
+  }
+  conn_init (&c, 0xc, I1);
+  CHECK (bridge_pwrite (&c, buf, sizeof buf, 0, 0) == 0);
+  CHECK_EQ_U64 (nsent, 10);
+  for (unsigned i = 0; i < 9; i++)
+    CHECK_EQ_U64 (sent[i].op, GM_RP_ABANDON);
+  CHECK_EQ_U64 (sent[9].op, GM_RP_WRITE);
+  CHECK_EQ_U64 (gm_ab_listed (), 0);
+  conns_close (x, 9);
+  conns_close (&c, 1);
 }
 
 /* A READ whose connection broke is sent once more (on a new
@@ -366,6 +568,12 @@ static const struct unit_case cases[] = {
   { "same_instance", same_instance },
   { "stale_instance", stale_instance },
   { "old_instance", old_instance },
+  { "reconnect_at_write", reconnect_at_write },
+  { "flapping", flapping },
+  { "broken_during_write", broken_during_write },
+  { "reads_name_nobody", reads_name_nobody },
+  { "abandon_fails", abandon_fails },
+  { "many_broken", many_broken },
   { "read_retried", read_retried },
   { "timeout_not_retried", timeout_not_retried },
   { "timeout_multi_piece", timeout_multi_piece },
