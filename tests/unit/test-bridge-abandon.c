@@ -499,6 +499,71 @@ many_broken (void)
   conns_close (&c, 1);
 }
 
+/* A request whose pieces end with these outcomes, then succeed: how
+ * often it went out, and its result. */
+static int
+outcomes (uint8_t op, uint32_t len, unsigned n, const int *r)
+{
+  static char buf[3 << 20];
+  struct conn c;
+  int ret;
+
+  nsent = 0;
+  last_error = 0;
+  conn_init (&c, 0xc, I1);
+  answer (n, r);
+  if (op == GM_RP_READ)
+    ret = bridge_pread (&c, buf, len, 0, 0);
+  else
+    ret = bridge_pwrite (&c, buf, len, 0, 0);
+  CHECK_EQ_U64 (c.busy, 0);
+  nresults = results_at = 0;
+  conns_close (&c, 1);
+  return ret;
+}
+
+/* A write of three pieces is acknowledged only if all three were; its
+ * error is the worst outcome (badness), the first of a kind. */
+static void
+worst_piece (void)
+{
+  const int u = CONN_UNSERVED;
+
+  CHECK (outcomes (GM_RP_WRITE, 3 << 20, 3, (int[]) { EIO, 0, 0 }) == -1);
+  CHECK_EQ_U64 (nsent, 3);
+  CHECK_EQ_U64 (last_error, EIO);
+  CHECK (outcomes (GM_RP_WRITE, 3 << 20, 3, (int[]) { EIO, ENOSPC, 0 })
+         == -1);
+  CHECK_EQ_U64 (last_error, EIO);
+  /* A piece not served: the whole write is sent again, and succeeds. */
+  CHECK (outcomes (GM_RP_WRITE, 3 << 20, 3, (int[]) { EIO, u, 0 }) == 0);
+  CHECK_EQ_U64 (nsent, 6);
+  /* ... unless another piece's connection broke: it may have landed. */
+  CHECK (outcomes (GM_RP_WRITE, 3 << 20, 3, (int[]) { u, -1, 0 }) == -1);
+  CHECK_EQ_U64 (nsent, 3);
+  CHECK_EQ_U64 (last_error, EIO);
+}
+
+/* How often a request goes out again: a write whose connection broke,
+ * never (it may have landed); a READ, once; one the server did not
+ * serve, MAX_RESENDS times. */
+static void
+sent_again (void)
+{
+  const int u = CONN_UNSERVED;
+
+  CHECK (outcomes (GM_RP_WRITE, 4096, 1, (int[]) { -1 }) == -1);
+  CHECK_EQ_U64 (nsent, 1);
+  CHECK (outcomes (GM_RP_READ, 4096, 2, (int[]) { -1, -1 }) == -1);
+  CHECK_EQ_U64 (nsent, 2);
+  CHECK (outcomes (GM_RP_WRITE, 4096, MAX_RESENDS + 1,
+                   (int[]) { u, u, u, u, u }) == -1);
+  CHECK_EQ_U64 (nsent, MAX_RESENDS + 1);
+  CHECK (outcomes (GM_RP_WRITE, 4096, MAX_RESENDS,
+                   (int[]) { u, u, u, u }) == 0);
+  CHECK_EQ_U64 (nsent, MAX_RESENDS + 1);
+}
+
 /* A READ whose connection broke is sent once more (on a new
  * connection); one whose connection timeout= broke is not: the user
  * asked for an error after that long, not for a second wait. */
@@ -574,6 +639,8 @@ static const struct unit_case cases[] = {
   { "reads_name_nobody", reads_name_nobody },
   { "abandon_fails", abandon_fails },
   { "many_broken", many_broken },
+  { "worst_piece", worst_piece },
+  { "sent_again", sent_again },
   { "read_retried", read_retried },
   { "timeout_not_retried", timeout_not_retried },
   { "timeout_multi_piece", timeout_multi_piece },
