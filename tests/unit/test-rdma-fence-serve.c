@@ -274,18 +274,36 @@ __wrap_rdma_notify (struct rdma_cm_id *id, enum ibv_event_type event)
   return 0;
 }
 
+/* Queue r as received at t0 (0: now); deferred: as one that came
+ * while every slot was busy, given the slot a reply frees. */
 static void
-submit_req (struct fake *f, struct gm_rp_request r)
+submit_at (struct fake *f, struct gm_rp_request r, uint64_t t0,
+           bool deferred)
 {
   static uint64_t handle;
   struct req *q;
 
   r.handle = ++handle;
+  if (t0 == 0)
+    t0 = gm_now_ns ();
   pthread_mutex_lock (&f->c.lock);
   q = free_req (&f->c);
   CHECK (q != NULL);
-  queue_req (&f->c, q, &r, 0, gm_now_ns ());
+  if (deferred) {
+    f->c.deferred[f->c.ndeferred++] = (struct gm_rdma_deferred) {
+      .r = r, .t0 = t0 };
+    q->state = RQ_REPLIED;
+    release_req (&f->c, q);
+  }
+  else
+    queue_req (&f->c, q, &r, 0, t0);
   pthread_mutex_unlock (&f->c.lock);
+}
+
+static void
+submit_req (struct fake *f, struct gm_rp_request r)
+{
+  submit_at (f, r, 0, false);
 }
 
 static void
@@ -333,6 +351,8 @@ gone (struct fake *f)
 static void
 holds_live (void)
 {
+  struct gm_pool_stats before, held;
+
   setup (1024 * K);
   fake_start (&fk[0], 3);
   fake_start (&fk[1], 1);
@@ -340,11 +360,15 @@ holds_live (void)
   submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
   CHECK (reaches (&fk[1].in_below, 1));
   gone (&fk[1]);
+  gm_pool_get_stats (gm_rdma_pool, &before);
   submit (&fk[0], GM_RP_WRITE, 32 * K, 64 * K);
   submit (&fk[0], GM_RP_TRIM, 60 * K, 4 * K);
   submit (&fk[0], GM_RP_ZERO, 0, 4 * K);
   usleep (200 * 1000);
   CHECK_EQ_U64 (atomic_load (&fk[0].in_below), 0);
+  /* Held before taking pool memory (waiter_holds_no_pool says why). */
+  gm_pool_get_stats (gm_rdma_pool, &held);
+  CHECK_EQ_U64 (held.in_use, before.in_use);
   atomic_store (&fk[1].hold_below, false);
   CHECK (reaches (&fk[0].landed, 3));
   CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]), 3);
@@ -436,9 +460,18 @@ all_free_locked (struct fake *f)
   return r;
 }
 
+/* Wait up to 10 s for every request of f to be answered. */
+static bool
+answered (struct fake *f)
+{
+  for (int i = 0; i < 10000 && !all_free_locked (f); i++)
+    usleep (1000);
+  return all_free_locked (f);
+}
+
 static void
 abandon_case (uint64_t instance, const char *peer1, uint64_t accepted,
-              bool fences)
+              uint64_t received, bool deferred, bool fences)
 {
   setup (1024 * K);
   gm_rdma_stats[RC_ABANDONED].value = 0;
@@ -453,12 +486,11 @@ abandon_case (uint64_t instance, const char *peer1, uint64_t accepted,
   atomic_store (&fk[1].hold_below, true);
   submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
   CHECK (reaches (&fk[1].in_below, 1));
-  submit_req (&fk[0], (struct gm_rp_request) {
-      .op = GM_RP_ABANDON, .offset = 0xa1, .addr = instance });
+  submit_at (&fk[0], (struct gm_rp_request) {
+      .op = GM_RP_ABANDON, .offset = 0xa1, .addr = instance },
+    received, deferred);
   /* Its reply went out: only then may the bridge write. */
-  for (int i = 0; i < 10000 && !all_free_locked (&fk[0]); i++)
-    usleep (1000);
-  CHECK (all_free_locked (&fk[0]));
+  CHECK (answered (&fk[0]));
   CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_ABANDONED]), fences);
   CHECK_EQ_U64 (atomic_load (&fk[1].c.fence),
                 fences ? GM_FENCE_ENDING : GM_FENCE_LIVE);
@@ -475,7 +507,7 @@ abandon_case (uint64_t instance, const char *peer1, uint64_t accepted,
 static void
 abandon_fences (void)
 {
-  abandon_case (INSTANCE, "10.77.0.2:41001", 0, true);
+  abandon_case (INSTANCE, "10.77.0.2:41001", 0, 0, false, true);
 }
 
 /* The connection named was accepted after the ABANDON came (here: its
@@ -486,19 +518,37 @@ static void
 abandon_reconnected_since (void)
 {
   abandon_case (INSTANCE, "10.77.0.2:41001", gm_now_ns () + 60000000000ull,
-                false);
+                0, false, false);
+}
+
+/* The same when the reconnect was accepted before a worker took the
+ * ABANDON (all of them busy), but after it was received: the receive
+ * time is what counts, also for one that waited for a free slot. */
+static void
+abandon_accepted_while_queued (void)
+{
+  uint64_t now = gm_now_ns ();
+
+  abandon_case (INSTANCE, "10.77.0.2:41001", now - 1000000000ull,
+                now - 2000000000ull, false, false);
+  abandon_case (INSTANCE, "10.77.0.2:41001", now - 1000000000ull,
+                now - 2000000000ull, true, false);
+  /* Received after that accept: the named one is fenced, deferred or
+   * not. */
+  abandon_case (INSTANCE, "10.77.0.2:41001", now - 2000000000ull,
+                now - 1000000000ull, true, true);
 }
 
 static void
 abandon_other_instance (void)
 {
-  abandon_case (INSTANCE + 1, "10.77.0.2:41001", 0, false);
+  abandon_case (INSTANCE + 1, "10.77.0.2:41001", 0, 0, false, false);
 }
 
 static void
 abandon_other_host (void)
 {
-  abandon_case (INSTANCE, "10.77.0.3:41001", 0, false);
+  abandon_case (INSTANCE, "10.77.0.3:41001", 0, 0, false, false);
 }
 
 /* A client silent for rdma-keepalive seconds, with nothing in service,
@@ -590,6 +640,47 @@ keepalive_held_up (void)
   teardown ();
 }
 
+/* A client's workers have all left (its poller's end, then its
+ * release): done, counted out of gm_rdma_ending once, whether it was
+ * gone or not; the hot path is back to one atomic load. */
+static void
+fence_done_once (void)
+{
+  setup (64 * K);
+  fake_start (&fk[0], 0);
+  fake_start (&fk[1], 0);
+  gone (&fk[1]);
+  CHECK_EQ_U64 (atomic_load (&gm_rdma_ending), 1);
+  fence_done (&fk[1].c);
+  fence_done (&fk[1].c);
+  fence_done (&fk[0].c);
+  CHECK_EQ_U64 (atomic_load (&gm_rdma_ending), 0);
+  CHECK_EQ_U64 (atomic_load (&fk[0].c.fence), GM_FENCE_DONE);
+  CHECK_EQ_U64 (atomic_load (&fk[1].c.fence), GM_FENCE_DONE);
+  teardown ();
+}
+
+/* A client naming its own connection in an ABANDON (no bridge does)
+ * is answered and stays: only others' connections are dropped. */
+static void
+abandon_self (void)
+{
+  setup (64 * K);
+  gm_rdma_stats[RC_ABANDONED].value = 0;
+  fake_start (&fk[0], 1);
+  fake_start (&fk[1], 0);
+  snprintf (fk[0].c.peer, sizeof fk[0].c.peer, "10.77.0.2:41000");
+  fk[0].c.rp.conn_id = 0xb0;
+  fk[0].c.rp.lim.instance = INSTANCE;
+  submit_req (&fk[0], (struct gm_rp_request) {
+      .op = GM_RP_ABANDON, .offset = 0xb0, .addr = INSTANCE });
+  CHECK (answered (&fk[0]));
+  CHECK_EQ_U64 (atomic_load (&fk[0].c.fence), GM_FENCE_LIVE);
+  CHECK (!atomic_load (&fk[0].flushed));
+  CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_ABANDONED]), 0);
+  teardown ();
+}
+
 static const struct unit_case cases[] = {
   { "keepalive_probe", keepalive_probe },
   { "keepalive_held_up", keepalive_held_up },
@@ -599,7 +690,10 @@ static const struct unit_case cases[] = {
   { "abandon_fences", abandon_fences },
   { "abandon_other_instance", abandon_other_instance },
   { "abandon_reconnected_since", abandon_reconnected_since },
+  { "abandon_accepted_while_queued", abandon_accepted_while_queued },
   { "abandon_other_host", abandon_other_host },
+  { "abandon_self", abandon_self },
+  { "fence_done_once", fence_done_once },
 };
 
 int

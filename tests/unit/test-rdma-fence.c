@@ -258,6 +258,9 @@ replaces (void)
   CHECK (gm_rdma_is_predecessor (&cl[0], nc.peer, 7));
   CHECK (!gm_rdma_is_predecessor (&cl[1], nc.peer, 7));
   CHECK (!gm_rdma_is_predecessor (&cl[2], nc.peer, 7));
+  strcpy (cl[1].peer, "10.77.0.21:40001");      /* a host it prefixes */
+  CHECK (!gm_rdma_is_predecessor (&cl[1], nc.peer, 7));
+  strcpy (cl[1].peer, "10.77.0.3:40001");
   CHECK (!gm_rdma_is_predecessor (&cl[0], nc.peer, 0));
   gm_rdma_fence_predecessor (&nc);
   CHECK (!gm_rdma_is_predecessor (&cl[0], nc.peer, 7));
