@@ -580,6 +580,15 @@ keepalive_probe (void)
   CHECK (keepalive (c, t0 + 9 * s, t0) == 0);
   CHECK_EQ_U64 (fk[0].probes, 1);
   c->reqs[1].state = RQ_FREE;
+  /* Nor while the client leaves (DISCONNECT received) or the server
+   * drains for its goodbye, which must be the last message. */
+  c->closing = true;
+  CHECK (keepalive (c, t0 + 9 * s, t0) == 0);
+  c->closing = false;
+  c->draining = true;
+  CHECK (keepalive (c, t0 + 9 * s, t0) == 0);
+  c->draining = false;
+  CHECK_EQ_U64 (fk[0].probes, 1);
   /* The probe failed: the client is dropped. */
   c->probing = true;
   CHECK (on_completion (c, &wc) == -1);
@@ -622,16 +631,22 @@ keepalive_held_up (void)
   CHECK (keepalive (c, t0 + 20 * s, t0) == 0);
   CHECK_EQ_U64 (fk[0].probes, 1);
   CHECK (c->probing);
-  /* The next watch, a second later: its answer needs a retry. */
+  /* The next watches, a second apart: its answer needs a retry, and
+   * REPLY_TIMEOUT_S counts from the post, not from the silence. */
   CHECK (keepalive (c, t0 + 21 * s, t0) == 0);
+  CHECK (keepalive (c, t0 + 22 * s, t0) == 0);
+  /* Past it, found once: not dropped yet (the answer may wait in the
+   * queue), and then it comes. */
+  CHECK (keepalive (c, t0 + 31 * s, t0) == 0);
   CHECK (c->probing);
   CHECK (on_completion (c, &ok) == 0);
   CHECK (!c->probing);
   /* Probed again; then the poller stands still for 15 s, the answer
-   * already in the queue: the watch it runs first does not drop. */
-  CHECK (keepalive (c, t0 + 30 * s, t0 + 22 * s) == 0);
+   * already in the queue: the watch it runs first does not drop (the
+   * first probe's late finding does not count for this one). */
+  CHECK (keepalive (c, t0 + 40 * s, t0 + 32 * s) == 0);
   CHECK_EQ_U64 (fk[0].probes, 2);
-  CHECK (keepalive (c, t0 + 45 * s, t0 + 22 * s) == 0);
+  CHECK (keepalive (c, t0 + 55 * s, t0 + 32 * s) == 0);
   CHECK (on_completion (c, &ok) == 0);
   CHECK (!c->probing);
   CHECK_EQ_U64 (gm_rdma_stats[RC_KEEPALIVE_DROPS].value, 0);
