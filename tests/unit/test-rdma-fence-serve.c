@@ -346,6 +346,19 @@ gone (struct fake *f)
   gm_rdma_client_ending (&f->c);
 }
 
+/* fk[1], with one worker, has a 64K WRITE at 0 held in the storage;
+ * fk[0] has 'workers'. */
+static void
+write_in_storage (unsigned workers)
+{
+  setup (1024 * K);
+  fake_start (&fk[0], workers);
+  fake_start (&fk[1], 1);
+  atomic_store (&fk[1].hold_below, true);
+  submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
+  CHECK (reaches (&fk[1].in_below, 1));
+}
+
 /* A gone client's WRITE in the storage holds a live client's
  * overlapping WRITE, TRIM and ZERO until it has landed. */
 static void
@@ -353,12 +366,7 @@ holds_live (void)
 {
   struct gm_pool_stats before, held;
 
-  setup (1024 * K);
-  fake_start (&fk[0], 3);
-  fake_start (&fk[1], 1);
-  atomic_store (&fk[1].hold_below, true);
-  submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
-  CHECK (reaches (&fk[1].in_below, 1));
+  write_in_storage (3);
   gone (&fk[1]);
   gm_pool_get_stats (gm_rdma_pool, &before);
   submit (&fk[0], GM_RP_WRITE, 32 * K, 64 * K);
@@ -372,6 +380,22 @@ holds_live (void)
   atomic_store (&fk[1].hold_below, false);
   CHECK (reaches (&fk[0].landed, 3));
   CHECK_EQ_U64 (gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]), 3);
+  teardown ();
+}
+
+/* A gone client begins nothing more: its ZERO, queued behind its WRITE
+ * in the storage, never runs (it needs no data from the client, and
+ * would land after the writes that waited for that WRITE, over them). */
+static void
+gone_begins_nothing (void)
+{
+  write_in_storage (0);
+  submit (&fk[1], GM_RP_ZERO, 0, 64 * K);
+  gone (&fk[1]);
+  atomic_store (&fk[1].hold_below, false);
+  CHECK (reaches (&fk[1].landed, 1));
+  usleep (200 * 1000);
+  CHECK_EQ_U64 (atomic_load (&fk[1].landed), 1);
   teardown ();
 }
 
@@ -700,6 +724,7 @@ static const struct unit_case cases[] = {
   { "keepalive_probe", keepalive_probe },
   { "keepalive_held_up", keepalive_held_up },
   { "holds_live", holds_live },
+  { "gone_begins_nothing", gone_begins_nothing },
   { "waiter_holds_no_pool", waiter_holds_no_pool },
   { "poller_sees_end", poller_sees_end },
   { "abandon_fences", abandon_fences },
