@@ -322,6 +322,16 @@ reaches (_Atomic unsigned *v, unsigned n)
   return atomic_load (v) >= n;
 }
 
+/* Wait up to 10 s for n writes to have been held by the fence. */
+static bool
+fence_waits (uint64_t n)
+{
+  for (int i = 0; i < 1000 &&
+         gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]) < n; i++)
+    usleep (10 * 1000);
+  return gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]) >= n;
+}
+
 static bool
 posted (struct fake *f)
 {
@@ -372,7 +382,8 @@ holds_live (void)
   submit (&fk[0], GM_RP_WRITE, 32 * K, 64 * K);
   submit (&fk[0], GM_RP_TRIM, 60 * K, 4 * K);
   submit (&fk[0], GM_RP_ZERO, 0, 4 * K);
-  usleep (200 * 1000);
+  CHECK (fence_waits (3));
+  usleep (100 * 1000);
   CHECK_EQ_U64 (atomic_load (&fk[0].in_below), 0);
   /* Held before taking pool memory (waiter_holds_no_pool says why). */
   gm_pool_get_stats (gm_rdma_pool, &held);
@@ -520,7 +531,8 @@ abandon_case (uint64_t instance, const char *peer1, uint64_t accepted,
                 fences ? GM_FENCE_ENDING : GM_FENCE_LIVE);
   CHECK_EQ_U64 (atomic_load (&fk[1].flushed), fences);
   submit (&fk[0], GM_RP_WRITE, 0, 64 * K);
-  usleep (200 * 1000);
+  CHECK (fences ? fence_waits (1) : reaches (&fk[0].in_below, 1));
+  usleep (100 * 1000);
   CHECK_EQ_U64 (atomic_load (&fk[0].in_below), !fences);
   atomic_store (&fk[1].hold_below, false);
   CHECK (reaches (&fk[0].landed, 1));

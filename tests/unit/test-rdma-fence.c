@@ -123,18 +123,21 @@ start (struct waiter *w, const struct client *self, uint64_t off,
   CHECK (pthread_create (&w->t, NULL, wait_run, w) == 0);
 }
 
-/* Still waiting after 100 ms. */
-static bool
-held (struct waiter *w)
-{
-  usleep (100 * 1000);
-  return !atomic_load (&w->done);
-}
-
 static uint64_t
 waits (void)
 {
   return gm_counter_get (&gm_rdma_stats[RC_FENCE_WAITS]);
+}
+
+/* Waiting (the n'th waiter counted: up to 10 s, a thread may start
+ * late on a loaded machine), and still after 100 ms. */
+static bool
+held (struct waiter *w, uint64_t n)
+{
+  for (int i = 0; i < 1000 && waits () < n; i++)
+    usleep (10 * 1000);
+  usleep (100 * 1000);
+  return !atomic_load (&w->done);
 }
 
 /* Nobody gone: no wait, whatever the slots say. */
@@ -159,8 +162,8 @@ holds_overlap (void)
   begun (1, 2, GM_RP_WRITE, 64 * K, 64 * K);
   start (&rdma, &cl[0], 127 * K, 4 * K);        /* its last 1K */
   start (&tcp, NULL, 0, 64 * K + 1);            /* its first byte */
-  CHECK (held (&rdma));
-  CHECK (held (&tcp));
+  CHECK (held (&rdma, 1));
+  CHECK (held (&tcp, 2));
   ended (1, 2);
   pthread_join (rdma.t, NULL);
   pthread_join (tcp.t, NULL);
@@ -189,7 +192,7 @@ passes (void)
   for (int i = 0; i < 2; i++) {
     begun (1, 0, i ? GM_RP_ZERO : GM_RP_TRIM, 0, 4 * K);
     start (&w, &cl[0], 0, 4 * K);
-    CHECK (held (&w));
+    CHECK (held (&w, i + 1));
     ended (1, 0);
     pthread_join (w.t, NULL);
   }
@@ -212,7 +215,7 @@ gone_never_wait (void)
   gm_rdma_fence_wait (&cl[1], 0, 64 * K);
   gm_rdma_fence_wait (&cl[2], 0, 64 * K);
   start (&w, &cl[0], 0, 64 * K);
-  CHECK (held (&w));
+  CHECK (held (&w, 1));
   atomic_store (&cl[0].fence, GM_FENCE_ENDING);
   pthread_join (w.t, NULL);
   /* A live client is not held by its own begun writes either. */
