@@ -732,11 +732,30 @@ abandon_self (void)
   teardown ();
 }
 
+/* A live client's WRITE held by a gone one's WRITE stops waiting when
+ * its own client goes too: a gone client's requests never wait (two
+ * that died waiting on each other's would wait for ever, and their
+ * pollers for their workers).  It fails, its data never fetched. */
+static void
+gone_waiter_stops (void)
+{
+  write_in_storage (1);
+  gone (&fk[1]);
+  submit (&fk[0], GM_RP_WRITE, 0, 64 * K);
+  CHECK (fence_waits (1));
+  gone (&fk[0]);
+  CHECK (answered (&fk[0]));
+  CHECK_EQ_U64 (atomic_load (&fk[0].in_below), 0);
+  atomic_store (&fk[1].hold_below, false);
+  teardown ();
+}
+
 static const struct unit_case cases[] = {
   { "keepalive_probe", keepalive_probe },
   { "keepalive_held_up", keepalive_held_up },
   { "holds_live", holds_live },
   { "gone_begins_nothing", gone_begins_nothing },
+  { "gone_waiter_stops", gone_waiter_stops },
   { "waiter_holds_no_pool", waiter_holds_no_pool },
   { "poller_sees_end", poller_sees_end },
   { "abandon_fences", abandon_fences },
