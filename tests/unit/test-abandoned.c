@@ -165,6 +165,17 @@ broke_again_while_told (void)
 static struct gm_ab_node *waiter_self;
 static _Atomic int waiter_state;        /* 1 waiting, 2 nothing, 3 took */
 
+/* A helper thread has started (its state is set), waited for up to
+ * 10 s: on a loaded machine it may start late, and then pass for one
+ * still waiting. */
+static bool
+started (_Atomic int *state)
+{
+  for (int i = 0; i < 1000 && atomic_load (state) == 0; i++)
+    usleep (10 * 1000);
+  return atomic_load (state) != 0;
+}
+
 static void *
 waiter (void *arg)
 {
@@ -193,6 +204,7 @@ one_tells_others_wait_for (bool ok)
   gm_ab_broken (a, I1);
   CHECK (gm_ab_take (b, I1, &id, &n));
   CHECK (pthread_create (&t, NULL, waiter, NULL) == 0);
+  CHECK (started (&waiter_state));
   usleep (200 * 1000);
   CHECK_EQ_U64 (atomic_load (&waiter_state), 1);
   gm_ab_told (n, ok);
@@ -246,6 +258,7 @@ hello_vs_tell (bool connects)
   hello_node = a;
   atomic_store (&hello_state, 0);
   CHECK (pthread_create (&t, NULL, hello_sayer, NULL) == 0);
+  CHECK (started (&hello_state));
   usleep (200 * 1000);
   CHECK_EQ_U64 (atomic_load (&hello_state), 1);
   gm_ab_told (n, false);        /* failed: a stays listed */
@@ -255,6 +268,7 @@ hello_vs_tell (bool connects)
   waiter_self = gm_ab_open (0xc);
   atomic_store (&waiter_state, 0);
   CHECK (pthread_create (&t, NULL, waiter, NULL) == 0);
+  CHECK (started (&waiter_state));
   usleep (200 * 1000);
   CHECK_EQ_U64 (atomic_load (&waiter_state), 1);
   CHECK_EQ_U64 (gm_ab_listed (), 1);
@@ -336,6 +350,7 @@ hello_waits_its_tell (void)
   hello_node = a;
   atomic_store (&hello_state, 0);
   CHECK (pthread_create (&t, NULL, hello_sayer, NULL) == 0);
+  CHECK (started (&hello_state));
   usleep (200 * 1000);
   gm_ab_told (nd, true);
   usleep (200 * 1000);
