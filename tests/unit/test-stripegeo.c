@@ -62,6 +62,13 @@ levels (void)
   CHECK (md ("raid0", 65536, "x", 0, &s) == -1);
   CHECK (md ("raid0", 0, "2", 0, &s) == -1 && strstr (why, "chunk_size"));
   CHECK (md ("raid0", 1000, "2", 0, &s) == -1 && strstr (why, "512"));
+  /* md's own limit on members, and a raid10 layout without near
+   * copies (the division by them must not be reached).
+   */
+  CHECK (md ("raid0", 65536, "4096", -1, &s) == 1 && s.data_disks == 4096);
+  CHECK (md ("raid0", 65536, "4097", -1, &s) == -1 && strstr (why, "4097"));
+  CHECK (md ("raid10", 65536, "4", 0x200, &s) == -1 && strstr (why, "layout"));
+  CHECK (md ("raid10", 65536, "4", 0x002, &s) == -1 && strstr (why, "layout"));
 }
 
 static void
@@ -89,6 +96,20 @@ dm_tables (void)
   CHECK (gm_stripe_dm_parse ("", &m, why, sizeof why) == 0 &&
          strstr (why, "empty"));
   CHECK (gm_stripe_dm_parse ("linear", &m, why, sizeof why) == -1);
+  /* GM_DM_MAX_SEG segments fit; one more is not followed (the arrays
+   * hold no more).
+   */
+  char table[4096] = "";
+  for (int i = 0; i <= GM_DM_MAX_SEG; i++) {
+    if (i == GM_DM_MAX_SEG) {
+      CHECK (gm_stripe_dm_parse (table, &m, why, sizeof why) == 1);
+      CHECK (m.nseg == GM_DM_MAX_SEG && m.start[i - 1] == (uint64_t) (i - 1) * 512);
+    }
+    snprintf (table + strlen (table), sizeof table - strlen (table),
+              "%d 1 linear 8:16 %d\n", i, 2 * i);
+  }
+  CHECK (gm_stripe_dm_parse (table, &m, why, sizeof why) == 0 &&
+         strstr (why, "more than 64 segments"));
 }
 
 static void
@@ -106,6 +127,13 @@ hints (void)
   CHECK (gm_stripe_from_io_hints (512, 0, 512, &s) == 0);
   CHECK (gm_stripe_from_io_hints (65536, 65536, 512, &s) == 0);
   CHECK (gm_stripe_from_io_hints (65536, 100000, 512, &s) == 0);
+  /* A chunk that is no whole number of sectors; more than 4096 data
+   * disks (as md's limit); the limit itself.
+   */
+  CHECK (gm_stripe_from_io_hints (6000, 24000, 512, &s) == 0);
+  CHECK (gm_stripe_from_io_hints (1024, 1024 * 4097, 512, &s) == 0);
+  CHECK (gm_stripe_from_io_hints (1024, 1024 * 4096, 512, &s) == 1 &&
+         s.data_disks == 4096);
 }
 
 /* A fake /sys under dir. */
@@ -252,6 +280,14 @@ tree (void)
   link_dev (devno, "../../devices/virtual/block/dm-1/dm-1p1");
   CHECK (detect (file, &s) == 1);
   CHECK_EQ_U64 (s.offset, 1048576 + 65536);
+  /* A mapping onto itself (or a chain of them deeper than any real
+   * stack) is not followed for ever.
+   */
+  put ("devices/virtual/block/dm-9/dm/name", "loopy");
+  put ("devices/virtual/block/dm-9/dm/table", "0 8192 linear 253:9 0");
+  link_dev ("253:9", "../../devices/virtual/block/dm-9");
+  link_dev (devno, "../../devices/virtual/block/dm-9");
+  CHECK (detect (file, &s) == 0 && strstr (why, "dm-9: too deeply nested"));
 
   /* ... a loop device whose backing file lives on md0 (a device node
    * 7:0 stands for the loop device; mknod needs CAP_MKNOD).
@@ -327,6 +363,12 @@ tree (void)
   CHECK (detect (file, &s) == 1 && s.data_disks == 3 && s.chunk == 65536);
   CHECK (strstr (s.note, "md0: raid0 over members of different sizes: md "
                  "stripes the first 24M over all 3 members") != NULL);
+  /* ... whichever member is the smallest. */
+  put ("devices/virtual/block/md0/md/rd2/size", "16384");
+  put ("devices/virtual/block/md0/md/rd0/size", "8192");
+  CHECK (detect (file, &s) == 1 && s.data_disks == 3);
+  CHECK (strstr (s.note, "the first 24M over all 3 members") != NULL);
+  put ("devices/virtual/block/md0/md/rd0/size", "16384");
   put ("devices/virtual/block/md0/md/rd2/size", "16440");
   CHECK (detect (file, &s) == 1 && s.data_disks == 3 && s.note[0] == '\0');
   /* RAID10 and parity RAID use the smallest member's size on all. */
