@@ -545,7 +545,10 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
   read_u64 (dir, "queue/minimum_io_size", &io_min);
   read_u64 (dir, "queue/optimal_io_size", &io_opt);
   read_u64 (dir, "queue/physical_block_size", &pbs);
-  if (is_nvme_namespace (name) &&
+  /* A partition's queue is its disk's (device_dir made dir the disk):
+   * a partition of an NVMe namespace has the drive's hints too.
+   */
+  if (is_nvme_namespace (strrchr (dir, '/') + 1) &&
       gm_stripe_from_io_hints (io_min, io_opt, pbs, s)) {
     /* The kernel derives them from the drive's preferred write
      * granularity and optimal write size (NPWG, NOWS): one drive, whose

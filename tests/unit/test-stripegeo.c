@@ -233,6 +233,14 @@ tree (void)
   put ("devices/pci0/nvme/nvme0/nvme0c1n1/queue/physical_block_size", "4096");
   link_dev (devno, "../../devices/pci0/nvme/nvme0/nvme0c1n1");
   CHECK (detect (file, &s) == 0 && strstr (why, "NVMe namespace"));
+  /* ... and a partition of one (a file system on nvme0n1p1, the
+   * usual case): the hints read are the namespace's.
+   */
+  put ("devices/pci0/nvme/nvme0/nvme0n1/nvme0n1p1/partition", "1");
+  put ("devices/pci0/nvme/nvme0/nvme0n1/nvme0n1p1/start", "2048");
+  link_dev (devno, "../../devices/pci0/nvme/nvme0/nvme0n1/nvme0n1p1");
+  CHECK (detect (file, &s) == 0 && strstr (why, "nvme0n1p1 (") &&
+         strstr (why, "NVMe namespace, not a RAID"));
   /* The same hints on a SCSI disk are a hardware RAID's. */
   put ("devices/pci0/host0/sdb/queue/minimum_io_size", "16384");
   put ("devices/pci0/host0/sdb/queue/optimal_io_size", "131072");
