@@ -19,6 +19,10 @@ start_fails chunk_zero 'stripe-chunk=0: zero' -- "${st[@]}" stripe-chunk=0 strip
 start_fails disks_zero 'stripe-data-disks=0' 'whole number from 1 to 4096' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=0
 start_fails disks_big 'stripe-data-disks=4097' 'from 1 to 4096' -- "${st[@]}" stripe-chunk=512 stripe-data-disks=4097
 start_fails disks_neg 'stripe-data-disks=-2' 'whole number' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=-2
+# strtoul takes a minus sign and negates: -18446744073709551615 would
+# be 1 data disk, -0 parity 0.
+start_fails disks_wrap 'stripe-data-disks=-18446744073709551615' 'whole number from 1 to 4096' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=-18446744073709551615
+start_fails parity_negzero 'stripe-parity=-0' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=-0
 start_fails disks_word 'stripe-data-disks=three' 'RAID5 on 4 disks has 3' -- "${st[@]}" stripe-chunk=64K stripe-data-disks=three
 start_fails chunk_empty 'stripe-chunk=: empty value' 'multiple of 512 from 512 to 32M' -- "${st[@]}" stripe-chunk= stripe-data-disks=4
 start_fails chunk_neg 'stripe-chunk=-64K: negative' 'multiple of 512' -- "${st[@]}" stripe-chunk=-64K stripe-data-disks=4
@@ -30,6 +34,8 @@ start_fails parity_neg 'stripe-parity=-1' '0, 1 or 2' -- "${st[@]}" "${both[@]}"
 start_fails parity_word 'stripe-parity=raid5' '0, 1 or 2' -- "${st[@]}" "${both[@]}" stripe-parity=raid5
 start_fails offset_word 'stripe-offset=start' 'where the export starts in the array' -- "${st[@]}" "${both[@]}" stripe-offset=start
 start_fails offset_neg 'stripe-offset=-1M: negative' 'such as 1M' -- "${st[@]}" "${both[@]}" stripe-offset=-1M
+# Above INT64_MAX the offset would turn negative: "not given".
+start_fails offset_huge 'stripe-offset=9223372036854775808: too large' 'such as 1M' -- "${st[@]}" "${both[@]}" stripe-offset=9223372036854775808
 start_fails offset_empty 'stripe-offset=: empty value' -- "${st[@]}" "${both[@]}" stripe-offset=
 
 # Incomplete or contradictory combinations (nothing is detected below
@@ -54,7 +60,11 @@ refused_early chunk_export_gm 'gmblock-stripe: stripe-chunk=2M is larger than th
 "$NBDKIT" -U - --filter=gmblock-stripe --filter=truncate gmblock file=small.img truncate=4M \
     stripe-chunk=2M stripe-data-disks=1 --run 'nbdinfo --size "$uri"' >"$T/trunc.out" 2>&1 ||
     { cat "$T/trunc.out" >&2; fail "a 2M chunk over a 1M file made 4M by the truncate filter was refused"; }
-info "a chunk larger than the gmblock plugin's export is refused before the fork; with truncate between, it is not"
+# A chunk as large as the export is no larger than it.
+"$NBDKIT" -U - --filter=gmblock-stripe gmblock file=small.img stripe-chunk=1M stripe-data-disks=1 \
+    --run 'nbdinfo --size "$uri"' >"$T/equal.out" 2>&1 ||
+    { cat "$T/equal.out" >&2; fail "a 1M chunk over a 1M file was refused"; }
+info "a chunk larger than the gmblock plugin's export is refused before the fork (one as large is not); with truncate between, it is not"
 
 start_fails sysfs_missing 'stripe-sysfs=/nonexistent' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=/nonexistent
 start_fails sysfs_empty 'gmblock-stripe: stripe-sysfs= is empty' 'standing for /sys' -- "${st[@]}" "${both[@]}" stripe-sysfs=
