@@ -60,6 +60,14 @@ expect "hints: preferred" "$(bsize hints preferred)" 524288
 stop_server hints
 grep -q 'geometry: sdb io_min/io_opt: chunk 128K, 4 data disks, parity unknown' "$T/hints.log" ||
     { cat "$T/hints.log" >&2; fail "hints: verbose geometry line missing"; }
+expect "hints: parity_known" "$(scounter hints.stats parity_known)" 0
+# The hints say nothing of parity: stripe-parity= gives it, with no
+# warning (there is nothing it disagrees with).
+serve hintspar "${gm[@]}" stripe-parity=1
+stop_server hintspar
+if grep -q 'stripe-parity.*disagrees' "$T/hintspar.log"; then cat "$T/hintspar.log" >&2; fail "hintspar: warned about a parity the hints do not give"; fi
+expect "hintspar: parity_known" "$(scounter hintspar.stats parity_known)" 1
+expect "hintspar: parity" "$(scounter hintspar.stats parity)" 1
 # The same hints on the NVMe drive are its write granularity (NPWG,
 # NOWS), not a RAID: pass-through, saying why.
 point "$T/sys/class/block/nvme0n1"
@@ -83,6 +91,8 @@ expect "mem: preferred" "$(bsize mem preferred)" 2097152
 expect "mem: minimum" "$(bsize mem minimum)" 1
 expect "mem: maximum" "$(bsize mem maximum)" 4294967295
 stop_server mem
+expect "mem: parity_known" "$(scounter mem.stats parity_known)" 1
+expect "mem: parity" "$(scounter mem.stats parity)" 2
 
 # A plugin whose maximum (64K) is below one stripe (192K): raised to one
 # stripe; its minimum is kept.
@@ -90,7 +100,7 @@ cat >"$T/bs.sh" <<'SH'
 #!/usr/bin/env -S -u LD_PRELOAD bash
 case "$1" in
     get_size) echo 1048576 ;;
-    block_size) echo 4096 4096 65536 ;;
+    block_size) echo ${BS:-4096 4096 65536} ;;
     pread) head -c "$3" /dev/zero ;;
     *) exit 2 ;;
 esac
@@ -101,6 +111,18 @@ expect "small: minimum" "$(bsize small minimum)" 4096
 expect "small: preferred" "$(bsize small preferred)" 131072
 expect "small: maximum" "$(bsize small maximum)" 196608
 stop_server small
+# A stripe that is no whole number of blocks (6K over 4K blocks): the
+# maximum is raised to whole blocks (8K); a stripe smaller than a block
+# (3 x 512): the block is preferred.
+BS="4096 4096 4096" serve small6k sh "$T/bs.sh" stripe-chunk=6K stripe-data-disks=1
+expect "small6k: minimum" "$(bsize small6k minimum)" 4096
+expect "small6k: preferred" "$(bsize small6k preferred)" 4096
+expect "small6k: maximum" "$(bsize small6k maximum)" 8192
+stop_server small6k
+serve tiny3 sh "$T/bs.sh" stripe-chunk=512 stripe-data-disks=3
+expect "tiny3: preferred" "$(bsize tiny3 preferred)" 4096
+expect "tiny3: maximum" "$(bsize tiny3 maximum)" 65536
+stop_server tiny3
 expect "mem: stripe_bytes" "$(scounter mem.stats stripe_bytes)" 3145728
 
 # 2. md0 (RAID0, 64K chunk, 2 members): preferred 128K, minimum and
@@ -139,6 +161,13 @@ n=$(grep -c "note: md0: raid0 over members of different sizes: md stripes the fi
 serve zones_opt "${gm[@]}" stripe-chunk=64K stripe-data-disks=2
 stop_server zones_opt
 ! grep -q "different sizes" "$T/zones_opt.log" || fail "zones: a note although the options give the stripe"
+# One of the two, or stripe-offset=, does not give the stripe: the note stays.
+for o in stripe-chunk=64K stripe-data-disks=2 stripe-offset=0; do
+    serve zones_one "${gm[@]}" "$o"
+    stop_server zones_one
+    grep -q "note: md0: raid0 over members of different sizes" "$T/zones_one.log" ||
+        { cat "$T/zones_one.log" >&2; fail "zones: no note with $o alone"; }
+done
 echo "$size_vda" >"$md0/md/dev-vda/size"
 
 # 3. RAID5 on 4 members: 3 data chunks = 192K, not a power of two:
@@ -149,6 +178,8 @@ expect "raid5: preferred" "$(bsize raid5 preferred)" 131072
 stop_server raid5
 expect "raid5: stripe_bytes" "$(scounter raid5.stats stripe_bytes)" 196608
 expect "raid5: parity" "$(scounter raid5.stats parity)" 1
+expect "raid5: parity_known" "$(scounter raid5.stats parity_known)" 1
+expect "raid5: preferred_block" "$(scounter raid5.stats preferred_block)" 131072
 grep -q 'md0 raid5: chunk 64K, 3 data disks, parity 1, full stripe 192K' "$T/raid5.log" ||
     { cat "$T/raid5.log" >&2; fail "raid5: verbose geometry line missing"; }
 
@@ -183,6 +214,7 @@ serve reshape "${gm[@]}"
 stop_server reshape
 grep -q 'a reshape is in progress' "$T/reshape.log" || { cat "$T/reshape.log" >&2; fail "reshape: no note"; }
 expect "reshape: active" "$(scounter reshape.stats active)" 0
+expect "reshape: reshape" "$(scounter reshape.stats reshape)" 1
 # Options refused at any other start-up are refused during a reshape
 # too (they used to start, and then pass everything through).
 start_fails reshape_big 'is larger than 32M' -- --filter=gmblock-stripe "${gm[@]}" stripe-chunk=16M stripe-data-disks=4
@@ -224,8 +256,15 @@ h.cache(4096, 140000)           # -> [128K, 320K)
 h.cache(200000, 300000)         # -> [128K, 512K)
 h.cache(4096, 16777216 - 4096)  # -> [16M - 128K, 16M): clamped
 h.cache(1000, 0)                # -> [0, 128K): the partial first stripe
+# Writes against the array'"'"'s stripes (the same bytes written back):
+# whole ones from 128K are full-stripe writes, others partial.
+for off, n in ((131072, 196608), (131072, 393216), (0, 196608), (131072, 294912)):
+    h.pwrite(h.pread(n, off), off)
 '
 stop_server part
+expect "part: writes" "$(scounter part.stats writes)" 4
+expect "part: writes_full_stripe" "$(scounter part.stats writes_full_stripe)" 2
+expect "part: writes_partial" "$(scounter part.stats writes_partial)" 2
 expect "part: offset" "$(scounter part.stats offset)" 1048576
 expect "part: cache_requests" "$(scounter part.stats cache_requests)" 5
 expect "part: cache_rounded" "$(scounter part.stats cache_rounded)" 4
@@ -279,7 +318,7 @@ cat >"$T/log.sh" <<'SH'
 #!/usr/bin/env -S -u LD_PRELOAD bash
 # (The sanitizer run preloads ASan into nbdkit: not into this script.)
 case "$1" in
-    get_size) echo 1048576 ;;
+    get_size) echo ${SIZE:-1048576} ;;
     can_cache) echo native ;;
     cache) echo "cache $3 $4" >>"$BELOW" ;;
     pread) head -c "$3" /dev/zero ;;
@@ -296,6 +335,17 @@ h.cache(40000, 1000000)         # -> [960K, 1M): clamped
 stop_server calls
 printf 'cache 196608 196608\ncache 196608 196608\ncache 65536 983040\n' >"$T/calls.want"
 diff -u "$T/calls.want" "$T/below.log" || fail "calls: the plugin below saw other CACHE requests"
+# Rounded out beyond 4G - 1 bytes a CACHE request cannot go down as
+# one: it goes as it came (the count would wrap).  Up to 4G - 64K it
+# is rounded.
+SIZE=$((8 << 30)) BELOW=$T/big.below start_server big --filter=gmblock-stripe sh "$T/log.sh" stripe-chunk=64K stripe-data-disks=3
+nbdsh -u "$(uri big)" -c '
+h.cache(4294901760, 65536)      # -> [0, 4G + 128K): too large, as is
+h.cache(4294836224, 65536)      # -> [0, 4G - 64K)
+'
+stop_server big
+printf 'cache 4294901760 65536\ncache 4294901760 0\n' >"$T/big.want"
+diff -u "$T/big.want" "$T/big.below" || fail "big: the plugin below saw other CACHE requests"
 
 # Stacks: readahead over the stripe filter over the cache (the order
 # that shapes prefetch: the cache answers NBD_CMD_CACHE itself, so the
@@ -411,3 +461,66 @@ stop_server takeover
 grep -q 'no RAID geometry: md0: md level raid1 does not stripe (mirrors): new connections pass through (was: md0 raid5' "$T/takeover.log" ||
     { cat "$T/takeover.log" >&2; fail "takeover: no note"; }
 echo raid5 >"$md/level"; echo 4 >"$md/raid_disks"
+
+# 10. Each new connection's geometry is compared with what new
+# connections had, not only with pass-through: a reshape that ends
+# where it began (md interrupted it) is no change; a reshape no
+# connection saw (it ran between two of them) is one, and so is a
+# volume moved in the array (pvmove reloads the dm table of a volume in
+# use); a chunk grown past a small export passes new connections
+# through.  Every connection counts.
+echo none >"$md/reshape_position"; echo idle >"$md/sync_action"; echo 65536 >"$md/chunk_size"
+serve unseen "${gm[@]}" direct=false
+MD=$md PREF0=$pref0 URI=$(uri unseen) /usr/bin/python3 - <<'PY' || fail "unseen: see above"
+import os, nbd
+md, pref0, uri = os.environ["MD"], int(os.environ["PREF0"]), os.environ["URI"]
+def put(f, v): open(os.path.join(md, f), "w").write(v + "\n")
+def pref():
+    h = nbd.NBD(); h.connect_uri(uri)
+    p = h.get_block_size(nbd.SIZE_PREFERRED); h.shutdown(); return p
+def check(what, got, want):
+    if got != want: raise SystemExit("unseen: %s: got %r, expected %r" % (what, got, want))
+check("before: preferred", pref(), 131072)
+put("sync_action", "reshape")
+check("during: preferred", pref(), pref0)
+put("sync_action", "idle")
+check("interrupted: preferred", pref(), 131072)
+put("raid_disks", "5")
+check("unseen reshape: preferred", pref(), 262144)
+PY
+stop_server unseen
+expect "unseen: geometry_changes" "$(scounter unseen.stats geometry_changes)" 1
+expect "unseen: data_disks at exit" "$(scounter unseen.stats data_disks)" 4
+# start_server's probe and the four above.
+expect "unseen: connections" "$(scounter unseen.stats connections)" 5
+expect "unseen: reshape_connections" "$(scounter unseen.stats reshape_connections)" 1
+grep -q 'geometry for new connections: md0 raid5: chunk 64K, 4 data disks.*(was: md0 raid5: chunk 64K, 3 data disks' "$T/unseen.log" ||
+    { cat "$T/unseen.log" >&2; fail "unseen: no note of the geometry found without a reshape seen"; }
+echo 4 >"$md/raid_disks"
+
+# An LVM volume 1M into md0 (3 x 64K), moved to 1M + 64K while served.
+dm1=$T/sys/devices/virtual/block/dm-1
+mkdir -p "$dm1/dm"
+echo vg-lv >"$dm1/dm/name"; echo "0 16384 linear 9:0 2048" >"$dm1/dm/table"
+point "$dm1"
+serve moved "${gm[@]}" direct=false
+expect "moved: before: preferred" "$(bsize moved preferred)" 131072
+echo "0 16384 linear 9:0 2176" >"$dm1/dm/table"
+expect "moved: after: preferred" "$(bsize moved preferred)" 131072
+stop_server moved
+expect "moved: offset at exit" "$(scounter moved.stats offset)" 1114112
+expect "moved: geometry_changes" "$(scounter moved.stats geometry_changes)" 1
+grep -q 'geometry for new connections: dm-1 over md0 raid5: .*offset in the array 1114112.*(was: dm-1 over md0 raid5: .*offset in the array 1048576' "$T/moved.log" ||
+    { cat "$T/moved.log" >&2; fail "moved: no note of the volume's new place"; }
+
+# A 32K export on md0 with 16K chunks; the chunk grows to 64K.
+point "$md0"
+echo 16384 >"$md/chunk_size"
+serve grown gmblock file="$T/tiny.img" stripe-sysfs="$T/sys"
+echo 65536 >"$md/chunk_size"
+nbdinfo --size "$(uri grown)" >/dev/null
+stop_server grown
+grep -q 'md0 raid5: the chunk 64K is larger than the export (32K): new connections pass through' "$T/grown.log" ||
+    { cat "$T/grown.log" >&2; fail "grown: no note that the chunk outgrew the export"; }
+expect "grown: active at exit" "$(scounter grown.stats active)" 0
+info "unseen, moved, grown: $(grep -h 'new connections' "$T/unseen.log" "$T/moved.log" "$T/grown.log" | wc -l) notes"
