@@ -92,8 +92,12 @@ start_server nodev --filter=gmblock-stripe memory 16M
 stop_server nodev
 n=$(grep -c 'no RAID geometry: no gmblock plugin below names the device: passing everything through' "$T/nodev.log" || true)
 [[ $n == 1 ]] || { cat "$T/nodev.log" >&2; fail "nodev: the note appeared $n times, expected once"; }
-start_server alone --filter=gmblock-stripe memory 16M stripe-chunk=128K stripe-data-disks=3 stripe-parity=1
+start_server alone -D gmblock-stripe.verbose=1 --filter=gmblock-stripe memory 16M stripe-chunk=128K stripe-data-disks=3 stripe-parity=1
 [[ $(bsize alone preferred) == 262144 ]] || fail "alone: preferred is not 256K (the largest power of two in 3 x 128K)"
+# Nothing was detected, so nothing disagrees with the options.
+grep -q 'geometry: options: chunk 128K, 3 data disks, parity 1' "$T/alone.log" ||
+    { cat "$T/alone.log" >&2; fail "alone: the geometry line does not say the options gave it"; }
+if grep -q 'disagrees' "$T/alone.log"; then cat "$T/alone.log" >&2; fail "alone: options warned about as disagreeing with a detection that found nothing"; fi
 randfile in.img $((16 << 20))
 nbdcopy in.img "$(uri alone)"
 nbdcopy "$(uri alone)" out.img
