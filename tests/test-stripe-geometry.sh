@@ -41,7 +41,11 @@ info "gmblock alone: minimum $min0, preferred $pref0, maximum $max0"
 serve disk "${gm[@]}"
 expect "disk: preferred" "$(bsize disk preferred)" "$pref0"
 for i in 1 2 3; do nbdinfo --size "$(uri disk)" >/dev/null; done
+nbdsh -u "$(uri disk)" -c 'h.pwrite(h.pread(4096, 0), 0)'
 stop_server disk
+# Writes are counted passing through too, none against stripes.
+expect "disk: writes" "$(scounter disk.stats writes)" 1
+expect "disk: writes_partial" "$(scounter disk.stats writes_partial)" 0
 n=$(grep -c 'no RAID geometry' "$T/disk.log" || true)
 [[ $n == 1 ]] || { cat "$T/disk.log" >&2; fail "disk: the no-RAID note appeared $n times, expected once"; }
 grep -qE 'nvme0n1 \([0-9]+:[0-9]+\) is not a RAID' "$T/disk.log" || fail "disk: the note does not name the device"

@@ -379,8 +379,10 @@ tree (void)
   put ("devices/virtual/block/md0/md/rd0/size", "16384");
   put ("devices/virtual/block/md0/md/rd2/size", "16440");
   CHECK (detect (file, &s) == 1 && s.data_disks == 3 && s.note[0] == '\0');
-  /* RAID10 and parity RAID use the smallest member's size on all. */
+  /* RAID10 and parity RAID use the smallest member's size on all (a
+   * data member smaller: no zones either). */
   put ("devices/virtual/block/md0/md/rd2/size", "8192");
+  put ("devices/virtual/block/md0/md/rd0/size", "8192");
   put ("devices/virtual/block/md0/md/level", "raid5");
   CHECK (detect (file, &s) == 1 && s.data_disks == 2 && s.note[0] == '\0');
   put ("devices/virtual/block/md0/md/raid_disks", "5");
