@@ -5,7 +5,7 @@
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
-# 3300) bounds the whole lab, LAB_BOOT_TIMEOUT (seconds, default 120)
+# 4200) bounds the whole lab, LAB_BOOT_TIMEOUT (seconds, default 120)
 # how long a guest may boot before its scenario starts (else it boots
 # once more), LAB_MEM the guest's memory (MiB, default 1024), VM_CACHE
 # moves the cache, LAB_KERNEL and LAB_PCI override
@@ -72,7 +72,7 @@ dataset_prepare
 # (make check runs it beside the host suites, which take about as long;
 # on the loaded 2-core machine the 28 scenarios took about 40 minutes):
 # each scenario gets at most what is left of LAB_BUDGET seconds.
-LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-3300}))
+LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-4200}))
 passed=0 failed=0 t0=$(date +%s)
 for n in $names; do
     if scenario_run "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
