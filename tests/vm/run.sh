@@ -2,6 +2,7 @@
 # The guest lab: boot a QEMU (TCG) guest per scenario, run the scenario
 # inside it against the gmblock plugin, report one line per scenario and a
 # summary. Usage: tests/vm/run.sh [scenario...]   (default: all of them)
+# LAB_JOBS guests run at once (default 2; benchmarks always run alone).
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
@@ -16,6 +17,7 @@
 . "$VM_DIR/lib/dataset.sh"
 . "$VM_DIR/lib/boot.sh"
 . "$VM_DIR/lib/scenario.sh"
+. "$VM_DIR/lib/parallel.sh"
 
 # Whatever stops the lab before the summary still ends in a FAIL line.
 summary_done=
@@ -40,6 +42,7 @@ for n in $names; do
     [ -f "$VM_DIR/scenarios/$n.sh" ] || die "no scenario '$n' (have: $(scenario_list | tr '\n' ' '))"
 done
 
+check_jobs
 # Everything the guest needs; a failure here fails the lab loudly.
 for tool in qemu-system-x86_64 apt-get dpkg-deb depmod modprobe cpio timeout; do
     command -v "$tool" >/dev/null ||
@@ -68,15 +71,11 @@ for k in $(for n in $names; do scenario_kernel "$n"; done | sort -u); do
 done
 dataset_prepare
 
-# The whole lab must end within 45 minutes even if every guest hangs
-# (make check runs it beside the host suites, which take about as long;
-# on the loaded 2-core machine the 28 scenarios took about 40 minutes):
-# each scenario gets at most what is left of LAB_BUDGET seconds.
+# The whole lab must end within LAB_BUDGET seconds even if every guest
+# hangs: each scenario gets at most what is left of it.
 LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-4200}))
 passed=0 failed=0 t0=$(date +%s)
-for n in $names; do
-    if scenario_run "$n"; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-done
+run_all $names
 say "guest lab took $(($(date +%s) - t0)) s"
 echo "$passed passed, $failed failed"
 summary_done=1

@@ -1,0 +1,84 @@
+# Running the scenarios LAB_JOBS guests at a time. Sourced by run.sh.
+#
+# A scenario's guest spends much of its time waiting: for a timeout to
+# expire, a server to restart, a client to reconnect. One guest at a
+# time left a core of the two idle for a third of the lab; two at once
+# fill it. Each scenario already has its own run folder, disks, host
+# socket and guest, so nothing else is shared.
+
+# lab_jobs NAME...: how many guests at once: LAB_JOBS (default 2), but
+# one when a benchmark is among NAMEs: a benchmark measures, so nothing
+# may run beside it.
+lab_jobs() {
+    local n
+    for n; do
+        [ "$(header "$VM_DIR/scenarios/$n.sh" lab-bench)" = yes ] && { echo 1; return; }
+    done
+    echo "${LAB_JOBS:-2}"
+}
+
+# longest_first NAME...: NAMEs by their lab-timeout, longest first (then
+# by name), so that no long scenario starts last and runs alone at the
+# end while the other guest's slot stays empty.
+longest_first() {
+    local n t
+    for n; do
+        t=$(header "$VM_DIR/scenarios/$n.sh" lab-timeout)
+        echo "${t:-300} $n"
+    done | sort -k1,1rn -k2,2 | cut -d' ' -f2
+}
+
+# check_jobs: LAB_JOBS is a whole number of guests, 1 or more.
+check_jobs() {
+    case ${LAB_JOBS:-2} in
+    '' | *[!0-9]* | 0*) die "LAB_JOBS='$LAB_JOBS': give the number of guests to run at once, 1 or more" ;;
+    esac
+}
+
+# run_all NAME...: run every scenario, at most $(lab_jobs) at once, and
+# count passed and failed. A scenario's lines are kept until it ends and
+# then shown together, so two guests' lines never interleave. Each one
+# leaves its exit status in a file: the shell's wait cannot say which of
+# several children ended first, and one may have ended already.
+run_all() {
+    local jobs order n running
+    jobs=$(lab_jobs "$@")
+    order=$*
+    [ "$jobs" = 1 ] || order=$(longest_first "$@")
+    running=
+    for n in $order; do
+        while [ "$(count $running)" -ge "$jobs" ]; do reap_some; done
+        rm -f "$VM_CACHE/runs/$n.rc"
+        (
+            scenario_run "$n" >"$VM_CACHE/runs/$n.out" 2>"$VM_CACHE/runs/$n.err"
+            echo $? >"$VM_CACHE/runs/$n.rc"
+        ) &
+        running="$running $n"
+    done
+    while [ -n "$running" ]; do reap_some; done
+    wait
+}
+
+count() { echo $#; }
+
+# reap_some: wait until one or more of run_all's running scenarios have
+# ended; show their lines and count them.
+reap_some() {
+    local n still rc
+    while :; do
+        still=
+        for n in $running; do
+            if [ -f "$VM_CACHE/runs/$n.rc" ]; then
+                rc=$(cat "$VM_CACHE/runs/$n.rc")
+                cat "$VM_CACHE/runs/$n.err" >&2
+                cat "$VM_CACHE/runs/$n.out"
+                rm -f "$VM_CACHE/runs/$n.out" "$VM_CACHE/runs/$n.err" "$VM_CACHE/runs/$n.rc"
+                if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
+            else
+                still="$still $n"
+            fi
+        done
+        [ "$still" = "$running" ] || { running=$still; return; }
+        sleep 1
+    done
+}
