@@ -76,7 +76,8 @@ dataset_prepare
 LAB_DEADLINE=$(($(date +%s) + ${LAB_BUDGET:-4200}))
 passed=0 failed=0 t0=$(date +%s)
 run_all $names
-say "guest lab took $(($(date +%s) - t0)) s"
+times >"$VM_CACHE/runs/times"
+say "guest lab took $(($(date +%s) - t0)) s, $(cpu_seconds "$VM_CACHE/runs/times") CPU s"
 echo "$passed passed, $failed failed"
 summary_done=1
 [ "$failed" = 0 ]

@@ -116,6 +116,18 @@ boot_scenario() {
     done
 }
 
+# cpu_seconds FILE: the CPU time (user and system, whole seconds) that
+# "times" wrote to FILE for the shell's ended children: the guest's qemu
+# and any host-side servers. With two guests at once, it tells what a
+# scenario costs apart from what the other guest makes it wait. (times
+# must run in the scenario's shell itself: in a pipe or $(...) it would
+# be a fresh child's, with no children yet.)
+cpu_seconds() {
+    tail -n 1 "$1" | awk '{ t = 0
+        for (i = 1; i <= 2; i++) { split($i, ms, "m"); t += ms[1] * 60 + ms[2] }
+        printf "%d\n", t + 0.5 }'
+}
+
 scenario_run() (
     set -f     # disk specs and URIs are split on spaces, never globbed
     name=$1
@@ -173,7 +185,8 @@ scenario_run() (
             reason="host check: $(cat "$dir/host.reason" 2>/dev/null || echo failed)"
         fi
     fi
-    say "$name took $(($(date +%s) - start)) s (kernel $KVER${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
+    times >"$dir/times"
+    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
     if [ -n "$reason" ]; then
         echo "FAIL $name ($reason, log: $log)"
         return 1
