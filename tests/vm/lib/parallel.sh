@@ -45,6 +45,7 @@ run_all() {
     jobs=$(lab_jobs "$@")
     order=$*
     [ "$jobs" = 1 ] || order=$(longest_first "$@")
+    mkdir -p "$VM_CACHE/runs" || die "cannot create $VM_CACHE/runs"
     running=
     for n in $order; do
         while [ "$(count $running)" -ge "$jobs" ]; do reap_some; done
@@ -53,30 +54,34 @@ run_all() {
             scenario_run "$n" >"$VM_CACHE/runs/$n.out" 2>"$VM_CACHE/runs/$n.err"
             echo $? >"$VM_CACHE/runs/$n.rc"
         ) &
-        running="$running $n"
+        running="$running $n:$!"
     done
     while [ -n "$running" ]; do reap_some; done
-    wait
 }
 
 count() { echo $#; }
 
 # reap_some: wait until one or more of run_all's running scenarios have
-# ended; show their lines and count them.
+# ended; show their lines and count them. One whose job ended without
+# leaving its status fails, saying so, rather than being waited for
+# for ever.
 reap_some() {
-    local n still rc
+    local job n pid still rc
     while :; do
         still=
-        for n in $running; do
-            if [ -f "$VM_CACHE/runs/$n.rc" ]; then
-                rc=$(cat "$VM_CACHE/runs/$n.rc")
-                cat "$VM_CACHE/runs/$n.err" >&2
-                cat "$VM_CACHE/runs/$n.out"
-                rm -f "$VM_CACHE/runs/$n.out" "$VM_CACHE/runs/$n.err" "$VM_CACHE/runs/$n.rc"
-                if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
-            else
-                still="$still $n"
+        for job in $running; do
+            n=${job%:*} pid=${job##*:}
+            # Alive first: a job writes its status just before it ends.
+            if kill -0 "$pid" 2>/dev/null; then
+                still="$still $job"
+                continue
             fi
+            rc=$(cat "$VM_CACHE/runs/$n.rc" 2>/dev/null) || rc=lost
+            cat "$VM_CACHE/runs/$n.err" >&2 2>/dev/null
+            cat "$VM_CACHE/runs/$n.out" 2>/dev/null
+            [ "$rc" = lost ] && echo "FAIL $n (its job ended without an exit status, log: none)"
+            rm -f "$VM_CACHE/runs/$n.out" "$VM_CACHE/runs/$n.err" "$VM_CACHE/runs/$n.rc"
+            if [ "$rc" = 0 ]; then passed=$((passed + 1)); else failed=$((failed + 1)); fi
         done
         [ "$still" = "$running" ] || { running=$still; return; }
         sleep 1
