@@ -186,7 +186,7 @@ scenario_run() (
         fi
     fi
     times >"$dir/times"
-    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
+    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER, ${LAB_SMP:-2} vCPU${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
     if [ -n "$reason" ]; then
         echo "FAIL $name ($reason, log: $log)"
         return 1
