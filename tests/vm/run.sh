@@ -2,7 +2,9 @@
 # The guest lab: boot a QEMU (TCG) guest per scenario, run the scenario
 # inside it against the gmblock plugin, report one line per scenario and a
 # summary. Usage: tests/vm/run.sh [scenario...]   (default: all of them)
-# LAB_JOBS guests run at once (default 2; benchmarks always run alone).
+# LAB_JOBS guests run at once (default 2; benchmarks always run alone),
+# each with LAB_SMP vCPUs (default: 2, or 1 if the host has fewer than 2
+# cores per guest at once); see lib/parallel.sh.
 # Environment: SKIP_VM=1 skips (not under CI), LAB_CORRUPT=1 corrupts the
 # backing data before re-reads (the checks must then fail), LAB_TIMEOUT
 # overrides every scenario's time limit, LAB_BUDGET (seconds, default
