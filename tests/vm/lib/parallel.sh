@@ -24,6 +24,8 @@ lab_jobs() {
 # on its locks), and took longer: 4 scenarios took 156 s and 202 CPU s
 # two at a time with 1 vCPU each, 279 s and 229 CPU s one at a time
 # with 2.
+# A scenario whose header says "lab-smp: N" gets N vCPUs unless LAB_SMP
+# is set (lib/scenario.sh).
 guest_cpus() {
     if [ -n "${LAB_SMP:-}" ]; then echo "$LAB_SMP"
     elif [ $(($(nproc) / $1)) -ge 2 ]; then echo 2
@@ -60,8 +62,7 @@ run_all() {
     local jobs order n running
     jobs=$(lab_jobs "$@")
     [ "$jobs" -le $# ] || jobs=$#
-    LAB_SMP=$(guest_cpus "$jobs")
-    export LAB_SMP
+    GUEST_CPUS_DEFAULT=$(guest_cpus "$jobs")
     order=$*
     [ "$jobs" = 1 ] || order=$(longest_first "$@")
     mkdir -p "$VM_CACHE/runs" || die "cannot create $VM_CACHE/runs"

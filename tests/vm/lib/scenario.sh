@@ -5,6 +5,8 @@
 #   # lab-kernel: trixie-backports                  (see lib/kernel.sh)
 #   # lab-pci: switch                               (see lib/boot.sh)
 #   # lab-bench: yes             (a benchmark: runs only when named)
+#   # lab-smp: 2                 (vCPUs, when the default 1 or 2 of
+#                                  lib/parallel.sh would not do)
 # An optional scenarios/NAME.host.sh is sourced on the host and may define
 # host_before DIR (start host-side servers; append disk specs to
 # HOST_DISKS), host_after DIR (check the result on the host; write a
@@ -138,6 +140,11 @@ scenario_run() (
     disks=$(header "$script" lab-disks)
     kernel=$(scenario_kernel "$name")
     PCI_TOPOLOGY=${LAB_PCI:-$(header "$script" lab-pci)}
+    # A scenario that needs its guest's work to run side by side (a
+    # client's requests arriving while the server works) says how many
+    # vCPUs it needs; LAB_SMP overrides.
+    GUEST_CPUS=${LAB_SMP:-$(header "$script" lab-smp)}
+    GUEST_CPUS=${GUEST_CPUS:-${GUEST_CPUS_DEFAULT:-2}}
     limit=${LAB_TIMEOUT:-$(header "$script" lab-timeout)}
     limit=${limit:-300}
     left=$((LAB_DEADLINE - $(date +%s)))
@@ -186,7 +193,7 @@ scenario_run() (
         fi
     fi
     times >"$dir/times"
-    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER, ${LAB_SMP:-2} vCPU${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
+    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER, $GUEST_CPUS vCPU${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
     if [ -n "$reason" ]; then
         echo "FAIL $name ($reason, log: $log)"
         return 1

@@ -7,9 +7,12 @@
 # READ read whole, then sent) is the control, whose overlap is 0.  A
 # READ is split only while it is its client's one request in service
 # (rdma-split=alone): read back at depth 1 it is; at depth 8 most READs
-# are read whole, unless rdma-split=always.
+# are read whole, unless rdma-split=always. Two vCPUs: on one, where
+# nbdcopy, the bridge and the server take turns, most READs found
+# themselves alone (16 of 60 read whole, seen).
 # lab-disks: virtio:16M virtio:16M virtio:16M virtio:16M
 # lab-timeout: 400
+# lab-smp: 2
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair
