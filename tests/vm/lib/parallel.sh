@@ -2,9 +2,9 @@
 #
 # A scenario's guest spends much of its time waiting: for a timeout to
 # expire, a server to restart, a client to reconnect. One guest at a
-# time left a core of the two idle for a third of the lab; two at once
-# fill it. Each scenario already has its own run folder, disks, host
-# socket and guest, so nothing else is shared.
+# time kept about one core of two busy (5 scenarios: 655 s, 563 CPU s);
+# two at once use both. Each scenario already has its own run folder,
+# disks, host socket and guest, so nothing else is shared.
 
 # lab_jobs NAME...: how many guests at once: LAB_JOBS (default 2), but
 # one when a benchmark is among NAMEs: a benchmark measures, so nothing
@@ -20,8 +20,8 @@ lab_jobs() {
 # guest_cpus JOBS: how many vCPUs each of JOBS guests at once gets, as
 # LAB_SMP does not say: 2, or 1 when the host's cores would otherwise be
 # oversubscribed. Two 2-vCPU guests on 2 cores cost a third more CPU
-# than two 1-vCPU guests (a descheduled vCPU leaves the other spinning
-# on its locks), and took longer: 4 scenarios took 156 s and 202 CPU s
+# than two 1-vCPU guests (most likely a descheduled vCPU leaving the
+# other spinning on its locks), and took longer: 4 scenarios took 156 s and 202 CPU s
 # two at a time with 1 vCPU each, 279 s and 229 CPU s one at a time
 # with 2.
 # A scenario whose header says "lab-smp: N" gets N vCPUs unless LAB_SMP
