@@ -32,6 +32,11 @@ trap 'exit 1' INT TERM
 
 fail () { echo "FAIL: $*" >&2; exit 1; }
 skip () { echo "SKIP: $*"; exit 77; }
+# plain_run_only REASON: skip in the sanitizer and TSan runs, for a test
+# that runs no module code of their builds (REASON says why).
+plain_run_only () {
+    [[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]] || skip "$*"
+}
 info () { echo "--- $*"; }
 
 # require CMD...: every command must exist (make check installs them).

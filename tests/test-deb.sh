@@ -8,8 +8,7 @@
 # filters byte for byte; debian/rules refuses a mismatched nbdkit.
 . "$(dirname "$0")/functions.sh"
 require dpkg-buildpackage dh dpkg-deb dpkg-parsechangelog pkg-config nbdkit nbdinfo nbdcopy man cmp
-[[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]] ||
-    skip "the package is built without sanitizers: the plain run tests it"
+plain_run_only "the package is built without sanitizers: the plain run tests it"
 export MANWIDTH=80 LC_ALL=C.UTF-8 MANPAGER=cat PAGER=cat
 
 plugindir=$(pkg-config --variable=plugindir nbdkit)

@@ -7,8 +7,7 @@
 # on this machine and fails `make check` on a fresh one.
 . "$(dirname "$0")/functions.sh"
 command -v dpkg-query >/dev/null || skip "not a Debian system (no dpkg-query)"
-[[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]] ||
-    skip "it checks package lists, no module code: the plain run runs it"
+plain_run_only "it checks package lists, no module code: the plain run runs it"
 
 # A set's packages and everything they depend on (apt installs those).
 closure () {

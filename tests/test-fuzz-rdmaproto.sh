@@ -8,8 +8,7 @@
 # change the bounds (30 s, 3M runs).
 . "$(dirname "$0")/functions.sh"
 require clang /usr/bin/python3
-[[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]] ||
-    skip "the fuzz target is always built with ASan and UBSan: the plain run runs it"
+plain_run_only "the fuzz target is always built with ASan and UBSan: the plain run runs it"
 bld=${GMBLOCK_BUILDDIR:-$top}
 fuzz=$bld/tests/fuzz/fuzz-rdmaproto
 corpus=$top/tests/fuzz/corpus/rdmaproto

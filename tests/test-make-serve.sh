@@ -8,8 +8,7 @@
 # a bad STACK= and a port already in use fail with a message.
 . "$(dirname "$0")/functions.sh"
 require make nbdinfo nbdcopy qemu-img e2fsck debugfs ss
-[[ -z ${GMBLOCK_SANITIZE:-}${GMBLOCK_TSAN:-} ]] ||
-    skip "make serve builds and serves the plain build: the plain run tests it"
+plain_run_only "make serve builds and serves the plain build: the plain run tests it"
 cd "$T"
 
 free_port () { /usr/bin/python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }

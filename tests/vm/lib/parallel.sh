@@ -17,19 +17,16 @@ lab_jobs() {
     echo "${LAB_JOBS:-2}"
 }
 
-# guest_cpus JOBS: how many vCPUs each of JOBS guests at once gets, as
-# LAB_SMP does not say: 2, or 1 when the host's cores would otherwise be
-# oversubscribed. Two 2-vCPU guests on 2 cores cost a third more CPU
-# than two 1-vCPU guests (most likely a descheduled vCPU leaving the
-# other spinning on its locks), and took longer: 4 scenarios took 156 s and 202 CPU s
-# two at a time with 1 vCPU each, 279 s and 229 CPU s one at a time
-# with 2.
-# A scenario whose header says "lab-smp: N" gets N vCPUs unless LAB_SMP
-# is set (lib/scenario.sh).
+# guest_cpus JOBS: how many vCPUs each of JOBS guests at once gets by
+# default: 2, or 1 when the host has fewer than 2 cores per guest. Two
+# 2-vCPU guests on 2 cores cost a third to a half more CPU per scenario
+# than one at a time (most likely a descheduled vCPU leaving the other
+# spinning on its locks); two 1-vCPU guests cost less than one 2-vCPU
+# guest at a time: 4 scenarios took 156 s and 202 CPU s so, against
+# 279 s and 229 CPU s. LAB_SMP, else a scenario's "lab-smp: N" header,
+# overrides this (lib/scenario.sh).
 guest_cpus() {
-    if [ -n "${LAB_SMP:-}" ]; then echo "$LAB_SMP"
-    elif [ $(($(nproc) / $1)) -ge 2 ]; then echo 2
-    else echo 1; fi
+    if [ $(($(nproc) / $1)) -ge 2 ]; then echo 2; else echo 1; fi
 }
 
 # longest_first NAME...: NAMEs by their lab-timeout, longest first (then
