@@ -635,6 +635,19 @@ await_file() {
     [ -e "$1" ] || { kill "$2" 2>/dev/null; wait "$2"; fail "$4"; }
 }
 
+# logged LOG PATTERN N SECONDS: LOG, the logfile= of nbdkit's log
+# filter, has N lines matching PATTERN within SECONDS.  Placed above
+# nbdkit's delay filter, the log tells when a write sleeps in the
+# storage (its line with offset=) and when it has landed (return=).
+logged() {
+    local i
+    for i in $(seq $(($4 * 10))); do
+        [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge "$3" ] && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
 # rdma_counter NAME COUNTER: a counter of the gmblock-rdma filter or
 # bridge of NAME (its FILE of rdma-stats= or stats=), once it stopped.
 rdma_counter() {

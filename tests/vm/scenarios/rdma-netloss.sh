@@ -169,17 +169,6 @@ dreq() {
 # file sends the ZERO: its connection takes the killed one's name, so
 # its hello replaces it (clients_replaced), even with rdma-max-clients
 # full of the killed one's connections.
-# logged_twice LOG PATTERN SECONDS: LOG has two lines matching PATTERN
-# within SECONDS (nbdkit's log filter, above the delay: a write logged
-# with offset= sleeps in the storage, with return= it has landed).
-logged_twice() {
-    local i
-    for i in $(seq $(($3 * 10))); do
-        [ "$(grep -c "$2" "$1" 2>/dev/null)" -ge 2 ] && return 0
-        sleep 0.1
-    done
-    return 1
-}
 held_write() {
     local name=$1 over=$2 maxc=$3 counter py state=()
     # nbdkit's log filter above the delay: a write is logged once the
@@ -227,7 +216,7 @@ print("the ZERO over the failed write, on the %s connection, took %.0f s"
 PY
     py=$!
     await_file "$LAB_RUN/zsent" $py 60 "the writes were not sent"
-    logged_twice "$LAB_OUT/$name.reqlog" 'Write id=.*offset=' 30 ||
+    logged "$LAB_OUT/$name.reqlog" 'Write id=.*offset=' 2 30 ||
         { kill $py; fail "the two writes did not reach the server's storage in 30 s"; }
     if [ $over = killed ]; then
         dreq on
@@ -244,7 +233,7 @@ PY
     wait $py || { dreq off; fail "see above"; }
     dreq off
     # Both old writes land 40 s after the server took them.
-    logged_twice "$LAB_OUT/$name.reqlog" 'Write id=.*return=' 90 || true
+    logged "$LAB_OUT/$name.reqlog" 'Write id=.*return=' 2 90 || true
     [ $over = killed ] && stop br${name}b || stop br$name
     stop $name
     [ "$(dd if=/dev/vda bs=64K count=1 iflag=direct status=none | tr -d '\0' | wc -c)" = 0 ] ||

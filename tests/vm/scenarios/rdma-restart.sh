@@ -61,20 +61,29 @@ counter_above transport_errors "$(rdma_counter br.stats transport_errors)" 0 "re
 step "the bridge killed -9 with writes in a slow disk: they land before later writes over them"
 # delay-write: each pwrite sleeps 8 s in the server after its data was
 # fetched; zeros are not delayed.  Zombies at 0, 1M and 8M (that one
-# overlapped by nothing: it proves the zombies did land).
-serve srv 10809 /dev/vda --filter=gmblock-rdma --filter=delay -- rdma=10.77.0.1 \
-    delay-write=8 rdma-stats="$LAB_OUT/fence.rdma-stats"
+# overlapped by nothing: it proves the zombies did land).  nbdkit's log
+# filter above the delay tells when all three sleep in the storage: the
+# bridge is killed then, not after a fixed time (on a busy 1-vCPU guest
+# 2 s were once too few, and nothing was tested).
+serve srv 10809 /dev/vda --filter=gmblock-rdma --filter=log --filter=delay -- \
+    rdma=10.77.0.1 delay-write=8 rdma-stats="$LAB_OUT/fence.rdma-stats" \
+    logfile="$LAB_OUT/fence.reqlog"
 bridge b1 10.77.0.1
-python3 - "$LAB_RUN/b1.sock" <<'PY' &
-import nbd, sys, time
+rm -f "$LAB_RUN/wsent"
+python3 - "$LAB_RUN/b1.sock" "$LAB_RUN/wsent" <<'PY' &
+import nbd, os, sys
+sys.path.insert(0, os.environ["LAB_REPO"] + "/tests/vm/guest")
+import nbdaio
 h = nbd.NBD()
 h.connect_uri("nbd+unix:///?socket=" + sys.argv[1])
-for off in (0, 1 << 20, 8 << 20):
-    h.aio_pwrite(b"\xaa" * 65536, off)
-time.sleep(60)                  # killed with its bridge's connection
+cookies = [h.aio_pwrite(b"\xaa" * 65536, off) for off in (0, 1 << 20, 8 << 20)]
+open(sys.argv[2], "w").close()
+nbdaio.settle(h, cookies, 90)   # sends them; they fail with the bridge
 PY
 writer=$!
-sleep 2
+await_file "$LAB_RUN/wsent" $writer 60 "the writes to the first bridge were not sent"
+logged "$LAB_OUT/fence.reqlog" 'Write id=.*offset=' 3 60 ||
+    { kill $writer; fail "the three writes did not reach the server's storage in 60 s"; }
 stop b1 KILL
 t0=$(date +%s)
 bridge b2 10.77.0.1
