@@ -165,21 +165,12 @@ serve:
 check-unit: $(UNIT_BIN)
 check-integration: all
 
-# The guest lab mostly waits for its TCG guests, so it runs beside the
-# host suites; its output is kept in tests/logs/lab.log and shown after
-# them, so the last line is still the lab's "N passed, N failed".
+# The host suites and the guest lab side by side: scripts/check.sh says
+# how and why.
 check:
 	@scripts/install-deps.sh check
 	@$(MAKE) --no-print-directory all
-	@mkdir -p tests/logs; rm -f tests/logs/lab.rc; \
-	 ( $(MAKE) --no-print-directory check-vm >tests/logs/lab.log 2>&1; \
-	   echo $$? >tests/logs/lab.rc ) & \
-	 echo "guest lab started beside the host suites (output: tests/logs/lab.log)"; \
-	 rc=0; tests/run || rc=1; \
-	 $(MAKE) --no-print-directory check-sanitize || rc=1; \
-	 $(MAKE) --no-print-directory check-tsan-quick || rc=1; \
-	 wait; cat tests/logs/lab.log; \
-	 [ "$$(cat tests/logs/lab.rc 2>/dev/null)" = 0 ] || rc=1; exit $$rc
+	@MAKE='$(MAKE)' scripts/check.sh
 
 # The whole host suite again, with the modules built with ASan+UBSan
 # and the sanitizer runtimes preloaded into nbdkit.
