@@ -27,15 +27,8 @@ lane() {
 lane lab check-vm
 lab=$!
 echo "guest lab started beside the host suites (output: $logs/lab.log)"
-# The sanitizer build goes beside the plain suite rather than after it
-# (about 80 s of building off the longest lane); check-sanitize makes it
-# again: a no-op, or its errors shown there.
-( "$make" --no-print-directory B=.build-sanitize SANITIZE=1 all \
-      .build-sanitize/tests/sanitizer-shim.so >"$logs/build-sanitize.log" 2>&1 &
-  build=$!
-  rc=0
+( rc=0
   tests/run || rc=1
-  wait "$build"
   "$make" --no-print-directory check-sanitize || rc=1
   exit $rc ) &
 host=$!
