@@ -21,7 +21,8 @@
  *   no-receive   a valid READ from a client that posts no receive (RNR
  *                retries forever): the reply never completes, and the
  *                server drops the client (about 10 s) instead of holding
- *                its pool memory
+ *                its pool memory.  Prints a line once the READ is
+ *                delivered (the scenario waits for it).
  *   deferred     one credit (one request slot on the server): READ 1's
  *                reply cannot land (no receive posted yet, RNR) and
  *                keeps the slot; READ 2, sent meanwhile, must wait for
@@ -172,11 +173,10 @@ read_req (uint64_t handle, uint64_t offset, uint32_t len)
   return r;
 }
 
-/* A request the server must drop us for. */
+/* Wait up to 20 s for the server to drop us.  0 if it did. */
 static int
-expect_drop (const char *what)
+await_drop (const char *what)
 {
-  send_raw (GM_RP_REQUEST_SIZE);
   for (int i = 0; i < 20; i++) {
     int t = cm_next (1000, NULL);
     if (t == RDMA_CM_EVENT_DISCONNECTED) {
@@ -186,6 +186,14 @@ expect_drop (const char *what)
   }
   printf ("%s: the server did not drop the client within 20 s\n", what);
   return 1;
+}
+
+/* A request (already in mem) the server must drop us for. */
+static int
+expect_drop (const char *what)
+{
+  send_raw (GM_RP_REQUEST_SIZE);
+  return await_drop (what);
 }
 
 int
@@ -312,8 +320,15 @@ main (int argc, char **argv)
       printf ("no-receive: %s\n", why);
       return 1;
     }
-    gm_rp_encode_request (&r, mem);
-    return expect_drop (c);
+    /* Once our SEND completed the server holds the READ: say so, so
+     * that the scenario starts its next client only then. */
+    if (send_request (&r)) {
+      printf ("no-receive: the READ was not delivered\n");
+      return 1;
+    }
+    printf ("no-receive: the READ is delivered, its reply cannot land\n");
+    fflush (stdout);
+    return await_drop (c);
   }
   if (strcmp (c, "bad-rkey") == 0) {
     r.rkey ^= 0x5a5a00;

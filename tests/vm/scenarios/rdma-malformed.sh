@@ -69,7 +69,9 @@ step "a client gone silent while its WRITE's data is fetched is dropped, and its
 serve stall 10815 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1:10814 rdma-pool=1M
 timeout 60 "$bad" 10.77.0.1 10814 no-receive >"$LAB_OUT/holder.out" 2>&1 &
 holder=$!
-sleep 2
+# The next client's WRITE must find the holder's READ already taken.
+logged "$LAB_OUT/holder.out" "READ is delivered" 1 30 ||
+    { kill $holder; wait $holder; fail "the no-receive holder's READ was not delivered: $(cat "$LAB_OUT/holder.out")"; }
 timeout 90 "$bad" 10.77.0.1 10814 stall-rread >"$LAB_OUT/stall.out" 2>&1 &
 stall=$!
 wait $holder || fail "the no-receive holder: $(cat "$LAB_OUT/holder.out")"
