@@ -31,11 +31,18 @@ package_of () {
 }
 
 # tool_ok TOOL SET WHO: TOOL's package is in SET or Priority: required.
+# Most tests require the same few tools: each tool's package is looked
+# up once (dpkg-query -S reads every package's file list).
 bad=()
+declare -A pkg_of
 tool_ok () {
     local tool=$1 set=$2 who=$3 path pkg prio
     path=$(command -v "$tool") || { bad+=("$who: $tool is not installed here"); return; }
-    pkg=$(package_of "$path") || { bad+=("$who: $tool ($path) belongs to no Debian package"); return; }
+    if [[ -z ${pkg_of[$path]:-} ]]; then
+        pkg_of[$path]=$(package_of "$path") || pkg_of[$path]=
+    fi
+    pkg=${pkg_of[$path]}
+    [[ -n $pkg ]] || { bad+=("$who: $tool ($path) belongs to no Debian package"); return; }
     [[ $set == *" $pkg "* ]] && return
     prio=$(dpkg-query -W -f='${Priority}' "$pkg" 2>/dev/null || true)
     [[ $prio == required ]] && return
