@@ -16,9 +16,16 @@ PCI_TOPOLOGIES="root ports switch"
 # QEMU_PCI_ARGS: the machine and the devices that come before all others
 # (the switch's root port claims slot 6 before anything is placed
 # automatically). Fails on an unknown topology.
+# KERNEL_ARGS: what the topology adds to the kernel command line. On
+# machine pc, acpi=noirq: the guest then takes its PCI interrupt routing
+# from the BIOS's table instead of enabling each ACPI interrupt link,
+# which took TCG 0.4 to 1 s a link (boot to the first step 7.4 to 8.4 s,
+# with it 5.1 to 6.3 s). Every device there uses MSI-X anyway. q35's
+# PCIe ports keep ACPI's routing.
 pci_args() {
+    KERNEL_ARGS=
     case $PCI_TOPOLOGY in
-    '') QEMU_PCI_ARGS="-machine pc,accel=tcg" ;;
+    '') QEMU_PCI_ARGS="-machine pc,accel=tcg" KERNEL_ARGS="acpi=noirq" ;;
     root|ports) QEMU_PCI_ARGS="-machine q35,accel=tcg" ;;
     switch)
         QEMU_PCI_ARGS="-machine q35,accel=tcg -device ioh3420,id=rp1,bus=pcie.0,addr=0x6,chassis=1,slot=1"
@@ -134,7 +141,7 @@ boot_guest() {
         -pidfile "$dir/qemu.pid" \
         -no-reboot -nic none \
         -kernel "$VMLINUZ" -initrd "$INITRD" \
-        -append "console=ttyS0 quiet panic=-1 iomem=relaxed lab.repo=$REPO lab.kdir=$KDIR lab.keep=$REPO:$VM_CACHE" \
+        -append "console=ttyS0 quiet panic=-1 iomem=relaxed $KERNEL_ARGS lab.repo=$REPO lab.kdir=$KDIR lab.keep=$REPO:$VM_CACHE" \
         -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
         -virtfs "local,path=$dir/out,mount_tag=labout,security_model=none" \
         $QEMU_DISK_ARGS \
