@@ -279,10 +279,7 @@ PY
 py=$!
 await_file "$LAB_RUN/kconn" $py 30 "the idle client did not connect"
 loss on
-for i in $(seq 600); do
-    grep -q "keepalive probe .*dropping it" "$LAB_OUT/srv5.nbdkit.log" && break
-    sleep 0.1
-done
+logged "$LAB_OUT/srv5.nbdkit.log" "keepalive probe .*dropping it" 1 60 || true
 loss off
 touch "$LAB_RUN/kdone"; wait $py 2>/dev/null || true
 grep "keepalive probe" "$LAB_OUT/srv5.nbdkit.log" ||
