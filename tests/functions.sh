@@ -74,22 +74,20 @@ start_server () {
 
 server_pid () { eval "echo \${_pid_$1:-}"; }
 
-# wait_idle NAME|ADDR: wait (3 s at most) until server NAME, or the
-# server listening on ADDR (a Unix socket's path or HOST:PORT), has
-# closed every client connection.  A client's disconnect is asynchronous: nbdkit runs the
-# modules' .finalize and .close for it afterwards, and skips them when
-# SIGTERM comes first (free_connection checks quit), leaking that
-# connection's contexts (LSan reports them) and leaving the close path
-# the test meant to exercise unrun.  The server closes the socket just
-# before that check, so an established socket means "not done yet".
+# wait_idle NAME|ADDR: tests/wait-idle for server NAME's socket, or for
+# ADDR (see there why).
 wait_idle () {
-    local a=$1 i
+    local a=$1
     [[ $a == */* || $a == *:* ]] || a=$T/$1.sock
-    for i in $(seq 1 60); do
-        ss -xtanH 2>/dev/null | awk -v a="$a" '$2 == "ESTAB" && $5 == a { n++ } END { exit n > 0 }' && return 0
-        sleep 0.05
-    done
+    "$top/tests/wait-idle" "$a"
 }
+
+# RUN_SIZE: a --run command for a server on -U: nbdinfo --size, then
+# wait-idle, so that nbdkit's quit at the command's exit does not come
+# before the modules' .close for nbdinfo's connection.  (Under ASan its
+# children used to carry the runtime, whose leak check at their exit
+# hid that race.)
+RUN_SIZE="nbdinfo --size \"\$uri\"; r=\$?; '$top/tests/wait-idle' \"\$unixsocket\"; exit \$r"
 
 # await_exit NAME PID NBDKIT-PID: wait (10 s at most) for PID to end
 # after a SIGTERM; a hang kills nbdkit and fails.

@@ -12,15 +12,19 @@
  * an "<unknown module>" with no way to tell which.  Keeping the modules
  * mapped costs nothing at exit and keeps their frames symbolized.
  *
- * With libtsan preloaded, a shell crashes at start (SIGSEGV in its
- * start-up), so nbdkit's --run command could never run: under TSan the
- * preload is taken out of nbdkit's environment once nbdkit has it, and
- * its children start clean (a ./nbdkit they start preloads again, from
- * GMBLOCK_PRELOAD).
+ * The sanitizers are for nbdkit only: once nbdkit has them, the
+ * libraries of GMBLOCK_PRELOAD are taken out of its environment (what
+ * else LD_PRELOAD held, a test's fault shim, stays), and its children
+ * start without them.  With libtsan a shell crashes at start (SIGSEGV),
+ * so nbdkit's --run command could never run; with libasan every child
+ * (an sh plugin's call, a --run command's client) paid the runtime's
+ * start-up and was leak-checked though it is not ours.  A ./nbdkit they
+ * start preloads again, from GMBLOCK_PRELOAD.
  */
 #include <dlfcn.h>
 #include <locale.h>
 #include <stdlib.h>
+#include <string.h>
 
 __attribute__((visibility ("default"))) void
 freelocale (locale_t loc)
@@ -35,9 +39,25 @@ dlclose (void *handle)
   return 0;
 }
 
+/* ./nbdkit sets LD_PRELOAD to GMBLOCK_PRELOAD, then ':' and what it
+ * held before, if anything. */
 __attribute__((constructor)) static void
 unpreload_children (void)
 {
-  if (dlsym (RTLD_DEFAULT, "__tsan_init") != NULL)
+  const char *ours = getenv ("GMBLOCK_PRELOAD");
+  const char *all = getenv ("LD_PRELOAD");
+  size_t n;
+  char *rest;
+
+  if (ours == NULL || *ours == '\0' || all == NULL)
+    return;
+  n = strlen (ours);
+  if (strncmp (all, ours, n) != 0)
+    return;
+  if (all[n] == '\0')
     unsetenv ("LD_PRELOAD");
+  else if (all[n] == ':' && (rest = strdup (all + n + 1)) != NULL) {
+    setenv ("LD_PRELOAD", rest, 1);
+    free (rest);
+  }
 }

@@ -41,7 +41,7 @@ start_fails stats_shared_spelt 'gmblock-readahead: ra-stats=' 'gmblock-cache cac
     cache-stats="$T/d/s.txt" ra-stats="$T/d/../d/./s.txt"
 ln -s "$T/d/s.txt" "$T/link.txt"
 "$NBDKIT" -U - --filter=gmblock-cache gmblock "$f" stats="$T/d/s.txt" cache-stats="$T/link.txt" \
-    --run 'nbdinfo --size "$uri"' >"$T/links.out" 2>&1 || { cat "$T/links.out" >&2; fail "a symlink to another module's stats file was refused"; }
+    --run "$RUN_SIZE" >"$T/links.out" 2>&1 || { cat "$T/links.out" >&2; fail "a symlink to another module's stats file was refused"; }
 grep -q '^gmblock-cache\.reads' "$T/link.txt" && grep -q '^gmblock\.reads' "$T/d/s.txt" ||
     fail "stats= and cache-stats= through a symlink: a module's counters are missing"
 info "stats files: one per module (a symlink is a name of its own)"

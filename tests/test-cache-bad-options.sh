@@ -78,6 +78,6 @@ refused_early empty_gm 'gmblock-cache: the export is empty' \
 start_fails empty_mem 'gmblock-cache: the export is empty' -- $c memory 0
 # ... but bypass caches nothing, and serves it.
 "$NBDKIT" -U - $c gmblock "file=$T/empty.img" cache-mode=bypass \
-    --run 'nbdinfo --size "$uri"' >"$T/bypass.out" 2>&1 ||
+    --run "$RUN_SIZE" >"$T/bypass.out" 2>&1 ||
     { cat "$T/bypass.out" >&2; fail "cache-mode=bypass refused an empty export"; }
 info "an empty export: refused before the fork over gmblock, after it over memory; served with bypass"

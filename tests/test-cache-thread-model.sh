@@ -15,8 +15,7 @@ cd "$T"
 
 M=1048576
 cat >"$T/disk.sh" <<'SH'
-#!/usr/bin/env -S -u LD_PRELOAD bash
-# (The sanitizer run preloads ASan into nbdkit: not into this script.)
+#!/bin/bash
 dir=$(dirname "$0") img=$(dirname "$0")/disk.img
 # A call that finds the busy marker taken overlaps another one.
 enter () { mkdir "$dir/busy" 2>/dev/null || echo "$1 $2" >>"$dir/overlaps"; }

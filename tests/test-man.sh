@@ -100,7 +100,7 @@ done
 counters () {
     local name=$1 key=$2 c n=0; shift 2
     rm -f "$T/stats"
-    "$NBDKIT" -U - "$@" "$key=$T/stats" --run 'nbdinfo --size "$uri"' >/dev/null 2>"$T/stats.err" ||
+    "$NBDKIT" -U - "$@" "$key=$T/stats" --run "$RUN_SIZE" >/dev/null 2>"$T/stats.err" ||
         fail "$name: nbdkit failed: $(cat "$T/stats.err")"
     [[ -s $T/stats ]] || fail "$name: no counters written to $key="
     for c in $(sed 's/^[^.]*\.//; s/ .*//' "$T/stats"); do

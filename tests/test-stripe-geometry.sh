@@ -101,7 +101,7 @@ expect "mem: parity" "$(scounter mem.stats parity)" 2
 # A plugin whose maximum (64K) is below one stripe (192K): raised to one
 # stripe; its minimum is kept.
 cat >"$T/bs.sh" <<'SH'
-#!/usr/bin/env -S -u LD_PRELOAD bash
+#!/bin/bash
 case "$1" in
     get_size) echo 1048576 ;;
     block_size) echo ${BS:-4096 4096 65536} ;;
@@ -320,8 +320,7 @@ info "offopt: $(grep 'geometry:' "$T/offopt.log"); offwarn: $(grep -o 'warning: 
 # The same requests as a plugin below sees them (options alone: no
 # gmblock plugin, so no phase): exact offsets and lengths.
 cat >"$T/log.sh" <<'SH'
-#!/usr/bin/env -S -u LD_PRELOAD bash
-# (The sanitizer run preloads ASan into nbdkit: not into this script.)
+#!/bin/bash
 case "$1" in
     get_size) echo ${SIZE:-1048576} ;;
     can_cache) echo native ;;

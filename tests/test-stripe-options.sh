@@ -58,11 +58,11 @@ truncate -s 1M small.img
 refused_early chunk_export_gm 'gmblock-stripe: stripe-chunk=2M is larger than the export \(1M\)' \
     -- --filter=gmblock-stripe gmblock file=small.img stripe-chunk=2M stripe-data-disks=2
 "$NBDKIT" -U - --filter=gmblock-stripe --filter=truncate gmblock file=small.img truncate=4M \
-    stripe-chunk=2M stripe-data-disks=1 --run 'nbdinfo --size "$uri"' >"$T/trunc.out" 2>&1 ||
+    stripe-chunk=2M stripe-data-disks=1 --run "$RUN_SIZE" >"$T/trunc.out" 2>&1 ||
     { cat "$T/trunc.out" >&2; fail "a 2M chunk over a 1M file made 4M by the truncate filter was refused"; }
 # A chunk as large as the export is no larger than it.
 "$NBDKIT" -U - --filter=gmblock-stripe gmblock file=small.img stripe-chunk=1M stripe-data-disks=1 \
-    --run 'nbdinfo --size "$uri"' >"$T/equal.out" 2>&1 ||
+    --run "$RUN_SIZE" >"$T/equal.out" 2>&1 ||
     { cat "$T/equal.out" >&2; fail "a 1M chunk over a 1M file was refused"; }
 info "a chunk larger than the gmblock plugin's export is refused before the fork (one as large is not); with truncate between, it is not"
 
@@ -75,7 +75,7 @@ for ok in "stripe-chunk=512 stripe-data-disks=4096" "stripe-chunk=32M stripe-dat
           "stripe-chunk=96K stripe-data-disks=3" "stripe-chunk=64K stripe-data-disks=3 stripe-offset=0" \
           "stripe-chunk=64K stripe-data-disks=3 stripe-offset=1114112"; do
     # shellcheck disable=SC2086
-    "$NBDKIT" -U - "${st[@]}" $ok --run 'nbdinfo --size "$uri"' >"$T/ok.out" 2>&1 ||
+    "$NBDKIT" -U - "${st[@]}" $ok --run "$RUN_SIZE" >"$T/ok.out" 2>&1 ||
         { cat "$T/ok.out" >&2; fail "refused valid options: $ok"; }
 done
 info "the limits (512 x 4096, 32M x 1, RAID6 2+2, RAID5 1+1) and a 96K chunk (md RAID0 takes it) are accepted"

@@ -28,7 +28,7 @@ wrapped () {
         { cat "$T/$name.log" >&2; fail "$name: no gmblock-cache counters: ./nbdkit $*"; }
     info "$name: ./nbdkit $*"
 }
-run=(--run 'nbdinfo --size "$uri" >/dev/null')
+run=(--run "$RUN_SIZE")
 
 wrapped bundled_D -U - -rD gmblock-cache.stats=1 --filter=gmblock-cache gmblock "$f" "${run[@]}"
 wrapped bundled_U -rfU - $stats --filter=gmblock-cache gmblock "$f" "${run[@]}"
