@@ -63,7 +63,7 @@ MAN_POD    := $(wildcard plugins/*/*.pod plugins/gmblock/cmd/*.pod filters/*/*.p
 MAN_PAGES  := $(patsubst %.pod,$(B)/man/man1/%.1,$(notdir $(MAN_POD)))
 vpath %.pod $(sort $(dir $(MAN_POD)))
 
-.PHONY: all deps serve check check-unit check-integration check-sanitize check-tsan \
+.PHONY: all deps serve check check-unit check-integration check-sanitize build-sanitize build-tsan check-tsan \
         check-tsan-quick \
         install uninstall clean fuzz man modules deb
 .DELETE_ON_ERROR:
@@ -174,15 +174,23 @@ check:
 
 # The whole host suite again, with the modules built with ASan+UBSan
 # and the sanitizer runtimes preloaded into nbdkit.
-check-sanitize:
-	@$(MAKE) --no-print-directory B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so
+check-sanitize: build-sanitize
 	GMBLOCK_BUILDDIR=$(CURDIR)/.build-sanitize GMBLOCK_SANITIZE=1 tests/run
+
+# The ASan+UBSan and the TSan builds of the modules (and the shim that
+# keeps the sanitizers out of nbdkit's children), for check-sanitize,
+# check-tsan and the lab's scenarios with a "lab-sanitizer:" header.
+# make check makes them from two lanes at once, so one waits for the
+# other (flock on the folder).
+build-sanitize build-tsan: build-%:
+	@mkdir -p .build-$*
+	@flock .build-$* $(MAKE) --no-print-directory B=.build-$* \
+	    $(if $(filter tsan,$*),TSAN=1,SANITIZE=1) all .build-$*/tests/sanitizer-shim.so
 
 # The same with ThreadSanitizer: libtsan preloaded into nbdkit, the
 # unit tests instrumented themselves; tests/tsan.supp says what is no
 # finding.  TESTS= picks tests by name as tests/run's patterns do.
-check-tsan:
-	@$(MAKE) --no-print-directory B=.build-tsan TSAN=1 all .build-tsan/tests/sanitizer-shim.so
+check-tsan: build-tsan
 	GMBLOCK_BUILDDIR=$(CURDIR)/.build-tsan GMBLOCK_TSAN=1 tests/run $(TESTS)
 
 # What make check runs under TSan (under two minutes here; the whole

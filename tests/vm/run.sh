@@ -11,8 +11,10 @@
 # 4200) bounds the whole lab, LAB_BOOT_TIMEOUT (seconds, default 120)
 # how long a guest may boot before its scenario starts (else it boots
 # once more), LAB_MEM the guest's memory (MiB, default 1024), VM_CACHE
-# moves the cache, LAB_KERNEL and LAB_PCI override
-# every scenario's lab-kernel and lab-pci headers.
+# moves the cache, LAB_KERNEL, LAB_PCI and LAB_MEM override every
+# scenario's lab-kernel, lab-pci and lab-mem headers; LAB_SANITIZE=1
+# (ASan+UBSan), LAB_TSAN=1 (ThreadSanitizer) or LAB_SANITIZE=0 (none)
+# its lab-sanitizer header.
 . "$(dirname "$0")/lib/common.sh"
 . "$VM_DIR/lib/kernel.sh"
 . "$VM_DIR/lib/initramfs.sh"
@@ -54,14 +56,21 @@ if [ "${LAB_PLUGIN:-gmblock}" = gmblock ] &&
     ! [ -f "$REPO/plugins/gmblock/nbdkit-gmblock-plugin.so" ]; then
     die "the gmblock plugin is not built: run make at the top of the tree first"
 fi
-if [ -n "${LAB_SANITIZE:-}" ] &&
-    ! [ -f "$REPO/.build-sanitize/tests/sanitizer-shim.so" ]; then
-    die "LAB_SANITIZE needs the sanitizer build: make B=.build-sanitize SANITIZE=1 all .build-sanitize/tests/sanitizer-shim.so"
-fi
-if [ -n "${LAB_TSAN:-}" ] &&
-    ! [ -f "$REPO/.build-tsan/tests/sanitizer-shim.so" ]; then
-    die "LAB_TSAN needs the ThreadSanitizer build: make B=.build-tsan TSAN=1 all .build-tsan/tests/sanitizer-shim.so"
-fi
+# The sanitizer builds the chosen scenarios need (lib/scenario.sh's
+# scenario_sanitizer; make check-vm makes the ASan one).
+for n in $names; do
+    scenario_sanitizer "$n" >/dev/null || die "fix scenarios/$n.sh's header"
+done
+need_build() { # SANITIZER SHIM HOW: die unless SHIM is built
+    local n who=
+    for n in $names; do
+        [ "$(scenario_sanitizer "$n")" = "$1" ] && who="$who $n"
+    done
+    [ -z "$who" ] || [ -f "$2" ] ||
+        die "$1 runs (a lab-sanitizer header or LAB_SANITIZE/LAB_TSAN) need its build, missing:$who; build it with $3, or run them without it with LAB_SANITIZE=0"
+}
+need_build asan "$REPO/.build-sanitize/tests/sanitizer-shim.so" "make build-sanitize"
+need_build tsan "$REPO/.build-tsan/tests/sanitizer-shim.so" "make build-tsan"
 # One lab at a time per cache: runs share the scenario folders.
 exec 9>"$VM_CACHE/.lock"
 flock -n 9 || { say "waiting for another guest lab run to finish"; flock 9; }

@@ -6,7 +6,8 @@
 VM_MK_DIR := $(patsubst %/,%,$(dir $(lastword $(MAKEFILE_LIST))))
 
 .PHONY: check-vm clean-vm
-check-vm:
+# Scenarios with a "lab-sanitizer:" header run a sanitizer build.
+check-vm: $(if $(SKIP_VM),,build-sanitize build-tsan)
 	@SKIP_VM='$(SKIP_VM)' sh $(VM_MK_DIR)/run.sh $(SCENARIO)
 
 clean-vm:

@@ -82,6 +82,7 @@ serve() {
     local i
     for i in $(seq 100); do
         if [ -s "$LAB_RUN/$name.pid" ]; then
+            sanitized "$name"
             rdma_listening "$name" "${params[@]}"
             return 0
         fi
@@ -632,11 +633,27 @@ bridge() {
         gmblock-rdma server="$srv" stats="$LAB_OUT/$name.stats" "$@" \
         >>"$LAB_OUT/$name.nbdkit.log" 2>&1 &
     for i in $(seq 100); do
-        [ -s "$LAB_RUN/$name.pid" ] && return 0
+        [ -s "$LAB_RUN/$name.pid" ] && { sanitized "$name"; return 0; }
         kill -0 $! 2>/dev/null || break
         sleep 0.2
     done
     fail "bridge $name did not start (see $name.nbdkit.log)"
+}
+
+# sanitized NAME: when the scenario runs under a sanitizer
+# (guest/run.sh), server or bridge NAME's nbdkit must have its runtime
+# loaded: a scenario that passed without it would claim a sanitizer run
+# that never happened.  By read, no fork.
+sanitized() {
+    local lib pid maps
+    if [ -n "${LAB_SANITIZE:-}" ]; then lib=libasan
+    elif [ -n "${LAB_TSAN:-}" ]; then lib=libtsan
+    else return 0
+    fi
+    read -r pid <"$LAB_RUN/$1.pid"
+    IFS= read -r -d '' maps <"/proc/$pid/maps"
+    [[ $maps == *"/$lib.so"* ]] ||
+        fail "$1: nbdkit (pid $pid) runs without $lib, though this scenario runs under it"
 }
 
 # await_file FILE PID SECONDS WHAT: wait until FILE exists (a

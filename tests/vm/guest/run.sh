@@ -31,6 +31,21 @@ rc=$?
 # With ASan present UBSan writes to stderr: the modules' logs.
 reports=$(ls "$OUT"/asan.* "$OUT"/ubsan.* "$OUT"/tsan.* 2>/dev/null; [ -z "${LAB_SANITIZE:-}" ] ||
     grep -l "runtime error:" "$OUT"/*.log 2>/dev/null | grep -v scenario.log)
+# LeakSanitizer's own crash ("Tracer caught signal 11 ... has
+# encountered a fatal error", about once in 60 nbdkit exits on the
+# host, none seen in the guest yet) is no finding, only a leak check
+# that did not happen: said in the log, as tests/run does, not a
+# failure.  Any other report in the same file still fails.
+for r in $reports; do
+    case $r in "$OUT"/asan.*) ;; *) continue ;; esac
+    if grep -q "LeakSanitizer has encountered a fatal error" "$r" &&
+        ! grep -qE "ERROR: |runtime error" "$r"; then
+        { echo "LeakSanitizer crashed in its tracer ($(basename "$r")): that nbdkit's leaks were not checked"
+          cat "$r"; } >>"$OUT/scenario.log"
+        mv "$r" "$OUT/lsan-tool-crash.$(basename "$r")"
+    fi
+done
+reports=$(for r in $reports; do [ -e "$r" ] && echo "$r"; done)
 if [ -n "$reports" ]; then
     { echo "sanitizer report:"; cat $reports; } >>"$OUT/scenario.log"
     echo "sanitizer report in $(echo $reports | sed "s|$OUT/||g")" >"$OUT/reason"

@@ -136,7 +136,7 @@ boot_guest() {
     # 0.8 s), and a probe scenario, its boot included, 26 CPU s, not 43.
     # shellcheck disable=SC2086
     timeout -k 10 "$limit" qemu-system-x86_64 \
-        $QEMU_PCI_ARGS -cpu max,erms=off,fsrm=off -smp "${GUEST_CPUS:-2}" -m "${LAB_MEM:-1024}" \
+        $QEMU_PCI_ARGS -cpu max,erms=off,fsrm=off -smp "${GUEST_CPUS:-2}" -m "${GUEST_MEM:-1024}" \
         -display none -monitor none -serial "file:$dir/console.log" \
         -pidfile "$dir/qemu.pid" \
         -no-reboot -nic none \

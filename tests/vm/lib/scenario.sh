@@ -7,6 +7,10 @@
 #   # lab-bench: yes             (a benchmark: runs only when named)
 #   # lab-smp: 2                 (vCPUs, when the default 1 or 2 of
 #                                  lib/parallel.sh would not do)
+#   # lab-sanitizer: asan        (nbdkit runs with the ASan+UBSan build
+#                                  of the modules, or tsan: the TSan
+#                                  build; see scenario_sanitizer)
+#   # lab-mem: 2048              (guest memory in MiB, default 1024)
 # An optional scenarios/NAME.host.sh is sourced on the host and may define
 # host_before DIR (start host-side servers; append disk specs to
 # HOST_DISKS), host_after DIR (check the result on the host; write a
@@ -30,6 +34,30 @@ header() { sed -n "s/^# $2: *//p" "$1" | head -n 1; }
 scenario_kernel() {
     k=${LAB_KERNEL:-$(header "$VM_DIR/scenarios/$1.sh" lab-kernel)}
     echo "${k:-bookworm}"
+}
+
+# scenario_sanitizer NAME: which build of the modules nbdkit runs in
+# scenario NAME: asan (ASan+UBSan), tsan (ThreadSanitizer) or none.
+# Its "lab-sanitizer:" header says, so that make check runs the RDMA
+# server and bridge (which the host cannot run) under a sanitizer too;
+# LAB_SANITIZE=1 (asan) or LAB_TSAN=1 (tsan) applies one to every
+# scenario, LAB_SANITIZE=0 none to any.
+scenario_sanitizer() {
+    local s
+    if [ -n "${LAB_SANITIZE:-}" ] && [ "$LAB_SANITIZE" != 0 ]; then
+        s=asan
+    elif [ -n "${LAB_TSAN:-}" ] && [ "$LAB_TSAN" != 0 ]; then
+        s=tsan
+    elif [ "${LAB_SANITIZE:-}" = 0 ]; then
+        s=none
+    else
+        s=$(header "$VM_DIR/scenarios/$1.sh" lab-sanitizer)
+    fi
+    case ${s:-none} in
+    asan | tsan | none) echo "${s:-none}" ;;
+    *) echo "scenario $1: lab-sanitizer '$s' is none of asan, tsan, none" >&2
+       return 1 ;;
+    esac
 }
 
 # kernel_remember FLAVOUR: note KVER, KDIR, VMLINUZ and INITRD, as
@@ -56,10 +84,16 @@ scenario_job() {
     echo "LAB_KDIR=$(q "$KDIR")"
     echo "LAB_DATASET=$(q "$DATASET")"
     echo "LAB_MANIFEST=$(q "$MANIFEST")"
-    # Knobs a scenario may honour, passed through unchanged.
-    env | grep '^LAB_[A-Z_]*=' | grep -v '^LAB_TIMEOUT=' | while IFS='=' read -r k v; do
-        echo "export $k=$(q "$v")"
-    done
+    # Knobs a scenario may honour, passed through unchanged; the
+    # sanitizer as scenario_sanitizer chose it (guest/run.sh).
+    env | grep '^LAB_[A-Z_]*=' | grep -v -e '^LAB_TIMEOUT=' -e '^LAB_SANITIZE=' -e '^LAB_TSAN=' |
+        while IFS='=' read -r k v; do
+            echo "export $k=$(q "$v")"
+        done
+    case $2 in
+    asan) echo "export LAB_SANITIZE=1" ;;
+    tsan) echo "export LAB_TSAN=1" ;;
+    esac
     echo "export LAB_NAME LAB_SCENARIO LAB_REPO LAB_KDIR LAB_DATASET LAB_MANIFEST"
 }
 
@@ -145,6 +179,11 @@ scenario_run() (
     # vCPUs it needs; LAB_SMP overrides.
     GUEST_CPUS=${LAB_SMP:-$(header "$script" lab-smp)}
     GUEST_CPUS=${GUEST_CPUS:-${GUEST_CPUS_DEFAULT:-2}}
+    GUEST_MEM=${LAB_MEM:-$(header "$script" lab-mem)}
+    sanitizer=$(scenario_sanitizer "$name" 2>&1) || {
+        echo "FAIL $name ($sanitizer, log: none)"
+        return 1
+    }
     limit=${LAB_TIMEOUT:-$(header "$script" lab-timeout)}
     limit=${limit:-300}
     left=$((LAB_DEADLINE - $(date +%s)))
@@ -169,7 +208,7 @@ scenario_run() (
     # Host-side servers must not outlive the scenario, even on ^C.
     trap 'host_cleanup "$dir" >>"$dir/host.log" 2>&1' EXIT
     trap 'exit 130' INT TERM
-    scenario_job "$name" >"$dir/out/job"
+    scenario_job "$name" "$sanitizer" >"$dir/out/job"
 
     start=$(date +%s) reason= log=$dir/console.log
     if ! host_before "$dir" >"$dir/host.log" 2>&1; then
@@ -193,7 +232,7 @@ scenario_run() (
         fi
     fi
     times >"$dir/times"
-    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER, $GUEST_CPUS vCPU${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY})"
+    say "$name took $(($(date +%s) - start)) s, $(cpu_seconds "$dir/times") CPU s (kernel $KVER, $GUEST_CPUS vCPU${PCI_TOPOLOGY:+, pci $PCI_TOPOLOGY}$([ "$sanitizer" = none ] || echo ", $sanitizer"))"
     if [ -n "$reason" ]; then
         echo "FAIL $name ($reason, log: $log)"
         return 1

@@ -7,6 +7,7 @@
 # instance. Each time the NBD read fails (EIO), in time, the bridge
 # says why and stays up.
 # lab-timeout: 600
+# lab-sanitizer: asan
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 bad=$LAB_REPO/tests/rdma-badserver
 [ -x "$bad" ] || fail "tests/rdma-badserver not built: run make at the top first"

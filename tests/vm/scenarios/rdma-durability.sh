@@ -57,6 +57,7 @@
 # depth 16 at once, a flush, every byte back over RDMA and on the disk.
 # lab-disks: virtio:32M virtio:32M virtio:32M
 # lab-timeout: 600
+# lab-sanitizer: asan
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair

@@ -14,6 +14,7 @@
 # bridge connections work.
 # lab-disks: virtio:64M
 # lab-timeout: 300
+# lab-sanitizer: asan
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 bad=$LAB_REPO/tests/rdma-badclient
 [ -x "$bad" ] || fail "tests/rdma-badclient not built: run make at the top first"

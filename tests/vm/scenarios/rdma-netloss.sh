@@ -23,6 +23,8 @@
 # lab-disks: virtio:32M
 # lab-kernel: trixie-backports
 # lab-timeout: 900
+# lab-sanitizer: tsan
+# lab-mem: 2048
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk sch_netem
 rxe_pair netns

@@ -9,6 +9,7 @@
 # writes over the same bytes (filters/rdma/fence.c), never over them.
 # lab-disks: virtio:64M
 # lab-timeout: 300
+# lab-sanitizer: asan
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk nbd
 rxe_pair

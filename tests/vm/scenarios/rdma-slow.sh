@@ -11,6 +11,8 @@
 # new connection to the same server, lands.
 # lab-disks: virtio:16M
 # lab-timeout: 420
+# lab-sanitizer: tsan
+# lab-mem: 2048
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 load virtio_blk
 rxe_pair
