@@ -97,17 +97,19 @@ serve() {
 # the filters' .after_fork, where gmblock-rdma registers its pool and
 # only then listens: a bridge started at once could find nobody there.
 rdma_listening() {
-    local name=$1 p pid i
+    local name=$1 p pid i line
     shift
     for p in "$@"; do
         case $p in rdma=*) break ;; esac
         p=
     done
     [ -n "$p" ] || return 0
-    pid=$(cat "$LAB_RUN/$name.pid")
-    for i in $(seq 150); do
-        rdma res show cm_id 2>/dev/null | grep "state LISTEN" |
-            grep -q "pid $pid " && return 0
+    read -r pid <"$LAB_RUN/$name.pid"
+    # One fork a poll (rdma itself), the lines matched in bash.
+    for ((i = 0; i < 150; i++)); do
+        while IFS= read -r line; do
+            [[ $line == *"state LISTEN"* && $line == *"pid $pid "* ]] && return 0
+        done <<<"$(rdma res show cm_id 2>/dev/null)"
         kill -0 "$pid" 2>/dev/null || return 0   # refused: its caller sees
         sleep 0.2
     done

@@ -16,7 +16,8 @@ if [ -n "${LAB_SANITIZE:-}" ]; then
     # scenario.  The root is read-only: reports go to the results share.
     export GMBLOCK_BUILDDIR=$LAB_REPO/.build-sanitize
     export GMBLOCK_PRELOAD="$(gcc -print-file-name=libasan.so):$(gcc -print-file-name=libubsan.so):$GMBLOCK_BUILDDIR/tests/sanitizer-shim.so"
-    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:log_path=$OUT/asan
+    # intercept_tls_get_addr=0: see tests/run (LeakSanitizer's tracer).
+    export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:intercept_tls_get_addr=0:log_path=$OUT/asan
     export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:log_path=$OUT/ubsan
     export LSAN_OPTIONS=suppressions=$LAB_REPO/tests/lsan.supp:print_suppressions=0
 elif [ -n "${LAB_TSAN:-}" ]; then
