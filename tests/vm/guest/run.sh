@@ -33,8 +33,8 @@ rc=$?
 reports=$(ls "$OUT"/asan.* "$OUT"/ubsan.* "$OUT"/tsan.* 2>/dev/null; [ -z "${LAB_SANITIZE:-}" ] ||
     grep -l "runtime error:" "$OUT"/*.log 2>/dev/null | grep -v scenario.log)
 # LeakSanitizer's own crash ("Tracer caught signal 11 ... has
-# encountered a fatal error", about once in 60 nbdkit exits on the
-# host, none seen in the guest yet) is no finding, only a leak check
+# encountered a fatal error"; see tests/run for its cause and the
+# option that avoids it) is no finding, only a leak check
 # that did not happen: said in the log, as tests/run does, not a
 # failure.  Any other report in the same file still fails.
 for r in $reports; do
