@@ -26,10 +26,10 @@ lane() {
       echo $? >"$logs/$1.rc" ) &
 }
 
-# The lab at niceness 5 (make check-vm first makes the ASan and TSan
-# builds that its lab-sanitizer scenarios run, which the host's
-# check-sanitize and check-tsan-quick then find made, or wait for: the
-# builds hold a lock).  The host suites mostly wait for their servers
+# The lab at niceness 5 (make check made the ASan and TSan builds that
+# its lab-sanitizer scenarios and the host's check-sanitize and
+# check-tsan-quick run; each make finds them made).  The host suites
+# mostly wait for their servers
 # and use the CPU in bursts; given the CPU at once they end sooner (CI:
 # after 1507 s, not 1826 s), and the lab's guests (always ready to run)
 # take what is left (the lab ended after 1674 s, make check 1702 s).
