@@ -185,8 +185,9 @@ check-sanitize: build-sanitize
 # The ASan+UBSan and the TSan builds of the modules (and the shim that
 # keeps the sanitizers out of nbdkit's children), for check-sanitize,
 # check-tsan and the lab's scenarios with a "lab-sanitizer:" header.
-# make check makes them from two lanes at once, so one waits for the
-# other (flock on the folder).
+# make check makes them before its lanes start; check-vm, check-sanitize
+# and check-tsan make them too, so two run at once wait for each other
+# (flock on the folder).
 build-sanitize build-tsan: build-%:
 	@mkdir -p .build-$*
 	@flock .build-$* $(MAKE) --no-print-directory B=.build-$* \

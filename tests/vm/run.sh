@@ -57,7 +57,7 @@ if [ "${LAB_PLUGIN:-gmblock}" = gmblock ] &&
     die "the gmblock plugin is not built: run make at the top of the tree first"
 fi
 # The sanitizer builds the chosen scenarios need (lib/scenario.sh's
-# scenario_sanitizer; make check-vm makes the ASan one).
+# scenario_sanitizer; make check-vm makes both).
 for n in $names; do
     scenario_sanitizer "$n" >/dev/null || die "fix scenarios/$n.sh's header"
 done
