@@ -1,5 +1,5 @@
 # Boot the lab guest once, with the disks a scenario asks for, and wait for
-# it to power off or time out. Sourced; needs KDIR, VMLINUZ, INITRD and
+# it to power off or time out. Sourced; needs KDIR, KERNEL_IMAGE, INITRD and
 # PCI_TOPOLOGY.
 
 # PCI topologies (a scenario's "# lab-pci:" header; LAB_PCI overrides it):
@@ -140,7 +140,7 @@ boot_guest() {
         -display none -monitor none -serial "file:$dir/console.log" \
         -pidfile "$dir/qemu.pid" \
         -no-reboot -nic none \
-        -kernel "$VMLINUZ" -initrd "$INITRD" \
+        -kernel "$KERNEL_IMAGE" -initrd "$INITRD" \
         -append "console=ttyS0 quiet panic=-1 iomem=relaxed $KERNEL_ARGS lab.repo=$REPO lab.kdir=$KDIR lab.keep=$REPO:$VM_CACHE" \
         -virtfs local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap \
         -virtfs "local,path=$dir/out,mount_tag=labout,security_model=none" \

@@ -60,16 +60,16 @@ scenario_sanitizer() {
     esac
 }
 
-# kernel_remember FLAVOUR: note KVER, KDIR, VMLINUZ and INITRD, as
+# kernel_remember FLAVOUR: note KVER, KDIR, KERNEL_IMAGE and INITRD, as
 # kernel_prepare and initramfs_prepare set them, for kernel_use FLAVOUR.
 PREPARED_KERNELS=
 kernel_remember() {
-    PREPARED_KERNELS="$PREPARED_KERNELS$1|$KVER|$KDIR|$VMLINUZ|$INITRD
+    PREPARED_KERNELS="$PREPARED_KERNELS$1|$KVER|$KDIR|$KERNEL_IMAGE|$INITRD
 "
 }
 kernel_use() {
     line=$(printf %s "$PREPARED_KERNELS" | grep -m 1 "^$1|") || return 1
-    IFS='|' read -r _ KVER KDIR VMLINUZ INITRD <<EOF
+    IFS='|' read -r _ KVER KDIR KERNEL_IMAGE INITRD <<EOF
 $line
 EOF
 }
