@@ -4,7 +4,8 @@
 # it, a bad value refused with the scenario named, and the job file the
 # guest reads carrying the choice; and the guest's check (guest/lib.sh's
 # sanitized) that a server said to run under a sanitizer really has its
-# runtime loaded.
+# runtime loaded; and tests/lsan-tool-crash, which the lab and
+# tests/run share.
 . "$(dirname "$0")/functions.sh"
 VM_DIR=$top/tests/vm REPO=$top
 . "$top/tests/vm/lib/scenario.sh"
@@ -49,6 +50,19 @@ job=$(scenario_job rdma-restart asan)
 [[ $job == *"export LAB_SANITIZE=1"* && $job != *LAB_TSAN* ]] || fail "asan job: $job"
 job=$(LAB_SANITIZE=1 scenario_job rdma-netloss tsan)
 [[ $job == *"export LAB_TSAN=1"* && $job != *LAB_SANITIZE* ]] || fail "tsan job: $job"
+
+info "LeakSanitizer's own crash, told from a finding (tests/lsan-tool-crash)"
+crash="==1==LeakSanitizer has encountered a fatal error."
+printf 'Tracer caught signal 11: addr=0xb0 pc=0x1 sp=0x2\n%s\n' "$crash" >"$T/crash"
+printf '%s\n==1==ERROR: LeakSanitizer: detected memory leaks\n' "$crash" >"$T/leak"
+printf '%s\nbad.c:3:5: runtime error: signed integer overflow\n' "$crash" >"$T/ub"
+printf '==1==ERROR: AddressSanitizer: heap-use-after-free\n' >"$T/uaf"
+"$top/tests/lsan-tool-crash" "$T/crash" || fail "the tracer's crash alone is not recognised"
+for f in leak ub uaf; do
+    "$top/tests/lsan-tool-crash" "$T/$f" && fail "a finding ($f) taken for the tracer's crash"
+    "$top/tests/lsan-tool-crash" "$T/crash" "$T/$f" && fail "a finding ($f) beside the crash ignored"
+done
+"$top/tests/lsan-tool-crash" && fail "no report at all taken for the tracer's crash"
 
 info "the guest's check: the runtime must be loaded in the server"
 require gcc
