@@ -176,10 +176,19 @@ gm_uf_connected (struct gm_unflushed *u, uint64_t instance, bool mc)
   uint64_t n = 0, lo;
 
   pthread_mutex_lock (&lock);
-  /* Reconnected to the same instance: without multi-conn its FLUSHes
-   * no longer cover what the old connection's did not. */
-  if (instance == current && !multi_conn)
-    orphan (u);
+  /* Reconnected to the same instance without multi-conn: a new
+   * connection on the server, whose FLUSHes do not cover the old one's
+   * writes, and no other connection's can.  Those no FLUSH covered are
+   * lost as far as a FLUSH can tell, though the process may still
+   * write them: the next FLUSH fails, never succeeds without them. */
+  if (instance == current && !multi_conn) {
+    if (u->hi > u->covered) {
+      n = u->hi - u->covered;
+      add_loss (u->covered, u->hi);
+    }
+    u->hi = 0;
+    reset (u);
+  }
   if (instance != current && current != 0) {
     lo = lowest_uncovered ();
     if (lo != NONE) {
@@ -249,8 +258,9 @@ gm_uf_acked (struct gm_unflushed *u, const struct gm_uf_ack *a)
   }
   else if (a->instance == current)
     /* Its connection was replaced by another to the same process
-     * (without multi-conn): u's FLUSHes no longer cover it. */
-    orphan_range (a->lo - 1, n);
+     * (without multi-conn): no FLUSH can cover it any more, lost as
+     * the old connection's others were (gm_uf_connected). */
+    lost = true;
   else {
     lost = true;                /* from a process replaced since */
     if (a->last == current)

@@ -15,6 +15,9 @@
  *  - a broken or closed connection loses nothing by itself: the server
  *    may have dropped only this client, or the network failed, and the
  *    process that holds the writes is still there;
+ *  - but without multi-conn, a connection that reconnects to the same
+ *    process is a new one there, and no FLUSH can cover what the old
+ *    one's did not: those writes count as lost at the reconnect;
  *  - reaching a different instance, on any connection, means the old
  *    process died: every acknowledgement it made and no FLUSH covered
  *    is lost (a closed connection's too); so is a reply from it still
@@ -59,9 +62,10 @@ void gm_uf_close (struct gm_unflushed *u);
 
 /* Connection u (re)connected to server instance 'instance', which
  * offers multi-conn or not.  Before any request is posted on it.
- * Returns at most how many acknowledgements of the previous instance
- * that no FLUSH covered are lost now (0: none, or the same instance;
- * without multi-conn, or with late replies, the count may take in
+ * Returns at most how many acknowledgements that no FLUSH covered are
+ * lost now: the previous instance's, or, reconnected to the same one
+ * without multi-conn, u's old connection's (0: none; without
+ * multi-conn, or with late replies, the count may take in
  * some that were covered or counted before, and a write acknowledged
  * to the client after a FLUSH came counts twice: gm_uf_acked).
  */

@@ -136,8 +136,10 @@ struct conn {
 
 /* c has just connected to a server instance: if it is a new one, the
  * writes the old one acknowledged and no FLUSH covered, on any
- * connection, may have died with it.  Before any request is posted on
- * c, so every reply on it comes from this instance.
+ * connection, may have died with it; if it is the same one without
+ * multi-conn, c's old connection's can no longer be flushed.  Before
+ * any request is posted on c, so every reply on it comes from this
+ * instance.
  */
 static void
 check_instance (struct conn *c)
@@ -146,10 +148,10 @@ check_instance (struct conn *c)
                                 c->rp.lim.flags & GM_RP_TF_MULTI_CONN);
 
   if (n)
-    nbdkit_error (NAME ": %s:%s is a new server instance: up to %" PRIu64
-                  " writes the old one acknowledged and no flush covered may "
-                  "be lost; the next flush fails", server.host, server.port,
-                  n);
+    nbdkit_error (NAME ": %s:%s: up to %" PRIu64 " acknowledged writes no "
+                  "flush covered may be lost (a new server instance, or a "
+                  "reconnect to a server without multi-conn); the next "
+                  "flush fails", server.host, server.port, n);
 }
 
 static uint8_t *

@@ -177,12 +177,17 @@ run (const struct step *st, int n, bool mc, struct result *r)
     case S_CONN_SAME:
     case S_CONN_NEW:
       inst = cur == 0 || st[i].op == S_CONN_NEW ? cur + 1 : cur;
-      if (inst != cur)          /* the old process died */
-        for (int j = 0; j < nwr; j++)
-          if (!wr[j].covered && !wr[j].lost && !wr[j].dropped) {
-            wr[j].lost = true, wr[j].lost_at = now;
-            lost += counted (&wr[j]) && !wr[j].extra;
-          }
+      for (int j = 0; j < nwr; j++)
+        /* The old process died; or, without multi-conn, s's old
+         * connection to it is replaced, and no FLUSH can cover what
+         * that one's did not. */
+        if (!wr[j].covered && !wr[j].lost && !wr[j].dropped &&
+            (inst != cur ||
+             (!mc && s->inst == cur && wr[j].conn == s->id &&
+              wr[j].inst == cur && wr[j].epoch == s->epoch))) {
+          wr[j].lost = true, wr[j].lost_at = now;
+          lost += counted (&wr[j]) && !wr[j].extra;
+        }
       cur = s->inst = inst;
       s->epoch++;
       for (int j = 0; j < s->nf; j++)   /* to be sent again */
