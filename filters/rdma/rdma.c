@@ -40,6 +40,11 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_trace, "gmblock-rdma_debug_trace");
  * are left undone). */
 GM_DEBUG_FLAG (gmblock_rdma_debug_drain_delay_ms,
                "gmblock-rdma_debug_drain_delay_ms");
+/* -D gmblock-rdma.gone_delay_ms=N: the listener takes that long over
+ * each disconnect event, as a busy one may: a client's second such
+ * event then finds it with the reaper (lab: rdma-malformed). */
+GM_DEBUG_FLAG (gmblock_rdma_debug_gone_delay_ms,
+               "gmblock-rdma_debug_gone_delay_ms");
 
 #define DEFAULT_POOL (32u << 20)
 #define MIN_POOL (1u << 20)
@@ -588,13 +593,17 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
  * flushes its QP, so its thread ends soon; reap frees it then.  The
  * listener never waits for a client's thread (which may be waiting for
  * a pool slot or the storage), so connects are always answered.
+ * A client gets more than one such event (DISCONNECTED, then
+ * TIMEWAIT_EXIT): after the first it may be with the reaper, its QP
+ * and lock destroyed; only its memory and id are still there (the
+ * event is not acked yet: listener_run).
  */
 static void
 on_gone (struct rdma_cm_id *id)
 {
   struct client *c = id->context;
 
-  if (c == NULL)
+  if (c == NULL || c->gone)
     return;
   rdma_disconnect (id);
   c->gone = true;
@@ -704,7 +713,10 @@ listener_run (void *arg)
       on_connect_request (id, &cp);
       continue;
     }
-    rdma_ack_cm_event (ev);
+    /* Acked after it is handled: the reaper's rdma_destroy_id waits
+     * for every event of its id to be acked, so the id and its client
+     * are still there while on_gone looks at them (acked first, a
+     * client's second event could find both freed). */
     switch (type) {
     case RDMA_CM_EVENT_DISCONNECTED:
     case RDMA_CM_EVENT_CONNECT_ERROR:
@@ -712,12 +724,15 @@ listener_run (void *arg)
     case RDMA_CM_EVENT_REJECTED:
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
+      if (gmblock_rdma_debug_gone_delay_ms > 0)
+        usleep ((useconds_t) gmblock_rdma_debug_gone_delay_ms * 1000u);
       if (id != listen_id)
         on_gone (id);
       break;
     default:
       break;
     }
+    rdma_ack_cm_event (ev);
   }
   return NULL;
 }

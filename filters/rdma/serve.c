@@ -84,7 +84,12 @@ post_recv (struct client *c, unsigned slot)
   };
   struct ibv_recv_wr wr = { .wr_id = WR_RECV | slot, .sg_list = &sge,
                             .num_sge = 1 }, *bad;
-  return ibv_post_recv (c->id->qp, &wr, &bad) ? -1 : 0;
+  int e = ibv_post_recv (c->id->qp, &wr, &bad);
+
+  if (e == 0)
+    return 0;
+  errno = e;                    /* returned, not set: for the caller's %m */
+  return -1;
 }
 
 /* An RDMA WRITE (to the client, for READ) or READ (from it, for WRITE)
@@ -1071,8 +1076,11 @@ gm_rdma_client_setup (struct client *c)
     if (post_recv (c, i) == -1)
       return -1;
   for (i = 0; i < c->nworkers; i++) {
-    if (pthread_create (&c->workers[i], NULL, worker_run, c))
+    int e = pthread_create (&c->workers[i], NULL, worker_run, c);
+    if (e) {
+      errno = e;
       return -1;
+    }
     c->nstarted++;
     pthread_mutex_lock (&c->lock);
     c->running++;
