@@ -40,11 +40,6 @@ GM_DEBUG_FLAG (gmblock_rdma_debug_trace, "gmblock-rdma_debug_trace");
  * are left undone). */
 GM_DEBUG_FLAG (gmblock_rdma_debug_drain_delay_ms,
                "gmblock-rdma_debug_drain_delay_ms");
-/* -D gmblock-rdma.gone_delay_ms=N: the listener takes that long over
- * each disconnect event, as a busy one may: a client's second such
- * event then finds it with the reaper (lab: rdma-malformed). */
-GM_DEBUG_FLAG (gmblock_rdma_debug_gone_delay_ms,
-               "gmblock-rdma_debug_gone_delay_ms");
 
 #define DEFAULT_POOL (32u << 20)
 #define MIN_POOL (1u << 20)
@@ -724,8 +719,6 @@ listener_run (void *arg)
     case RDMA_CM_EVENT_REJECTED:
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
     case RDMA_CM_EVENT_TIMEWAIT_EXIT:
-      if (gmblock_rdma_debug_gone_delay_ms > 0)
-        usleep ((useconds_t) gmblock_rdma_debug_gone_delay_ms * 1000u);
       if (id != listen_id)
         on_gone (id);
       break;

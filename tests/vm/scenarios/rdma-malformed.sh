@@ -11,7 +11,8 @@
 # one again once the first has left; a client that goes silent while
 # its WRITE's data is fetched is dropped, and the pool is free again. The
 # attached client then still reads the image byte for byte, and new
-# bridge connections work.
+# bridge connections work.  Four clients dropped at once are each freed
+# (their connection ids gone) while the server serves on.
 # lab-disks: virtio:64M
 # lab-timeout: 300
 # lab-sanitizer: asan
@@ -29,7 +30,29 @@ for c in bad-hello short-send bad-op bad-reserved bad-rkey bad-rkey-write past-e
     step "rdma-badclient $c"
     timeout 60 "$bad" 10.77.0.1 10810 "$c" || fail "rdma-badclient $c: the server did not behave"
 done
+step "four clients dropped at once: each is freed, the others served"
+# Freed one at a time by the server's reaper, while the listener takes
+# their last events: each client's connection id must go, the server
+# must live (under ASan here: no use after free).
+srv_ids() { rdma res show cm_id 2>/dev/null | grep -c "pid $(server_pid srv) "; }
+ids_before=$(srv_ids)
+pids=
+for i in 1 2 3 4; do
+    timeout 60 "$bad" 10.77.0.1 10810 bad-op >"$LAB_RUN/par$i.log" 2>&1 &
+    pids="$pids $!"
+done
+for p in $pids; do
+    wait "$p" || { cat "$LAB_RUN"/par*.log; fail "rdma-badclient bad-op, four at once: the server did not behave"; }
+done
+for i in $(seq 300); do
+    [ "$(srv_ids)" -le "$ids_before" ] && break
+    kill -0 "$(server_pid srv)" 2>/dev/null || break
+    sleep 0.2
+done
 kill -0 "$(server_pid srv)" || fail "the server died"
+[ "$(srv_ids)" -le "$ids_before" ] ||
+    fail "the four dropped clients' connection ids are not all freed after 60 s: $(srv_ids), $ids_before before"
+echo "all four freed ($ids_before connection ids of the server before and after)"
 # bad-rkey-write's 1M at 0 is in this read: a server that wrote its
 # pool buffer there when the RDMA READ of the data failed is caught.
 step "the attached client still reads the image"
