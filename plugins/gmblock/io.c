@@ -98,13 +98,29 @@ dma_rw (enum gm_rw op, char *b, size_t len, uint64_t off, size_t need,
   return err;
 }
 
-/* DMA straight to or from the caller's memory (nbdkit's buffer, a
- * cache slot above).  If the ring abandoned the transfer, its DMA may
- * still land in memory the caller frees and reuses, which the plugin
- * cannot keep out of use as it does its pool's (pool_release): the
- * server, in fail-stop and refusing everything by then, exits at once
- * rather than let it corrupt another request or nbdkit's heap.
+/* I/O on the caller's memory (nbdkit's buffer, a cache slot above)
+ * failed: if the ring abandoned it, it may still land in memory the
+ * caller frees and reuses (a DMA, or the kernel's copy of a buffered
+ * read or write run late by io-wq), which the plugin cannot keep out
+ * of use as it does its pool's (pool_release): the server, in
+ * fail-stop and refusing everything by then, exits at once rather
+ * than let it corrupt another request or nbdkit's heap, or write
+ * another request's bytes.
  */
+static void
+exit_if_abandoned (enum gm_rw op, uint64_t off, size_t len)
+{
+  if (!gm_engine_lost ())
+    return;
+  nbdkit_error (GM_NAME ": %s: %s at offset %" PRIu64 " length %zu: "
+                "io_uring abandoned it in flight, in memory the plugin "
+                "does not own: exiting before it can land in memory in "
+                "use again", gm.file, op == GM_READ ? "pread" : "pwrite",
+                off, len);
+  _exit (EXIT_FAILURE);
+}
+
+/* DMA straight to or from the caller's memory. */
 static int
 caller_dma (enum gm_rw op, char *buf, size_t len, uint64_t off, int rwf)
 {
@@ -112,14 +128,23 @@ caller_dma (enum gm_rw op, char *buf, size_t len, uint64_t off, int rwf)
 
   if (err == 0)
     COUNT (ST_DMA_CLIENT_BYTES, len);
-  else if (gm_engine_lost ()) {
-    nbdkit_error (GM_NAME ": %s: %s at offset %" PRIu64 " length %zu: "
-                  "io_uring abandoned it in flight, in memory the plugin "
-                  "does not own: exiting before its DMA can land in "
-                  "memory in use again", gm.file,
-                  op == GM_READ ? "pread" : "pwrite", off, len);
-    _exit (EXIT_FAILURE);
-  }
+  else
+    exit_if_abandoned (op, off, len);
+  return err;
+}
+
+/* Buffered I/O (fd through the page cache) on the caller's memory. */
+static int
+caller_buffered (enum gm_rw op, int fd, char *buf, size_t len, uint64_t off,
+                 int rwf)
+{
+  int err = op == GM_READ ? read_full (fd, buf, len, off, len)
+    : write_full (fd, buf, len, off, rwf);
+
+  if (err == 0)
+    COUNT (ST_BUFFERED_BYTES, len);
+  else
+    exit_if_abandoned (op, off, len);
   return err;
 }
 
@@ -262,11 +287,10 @@ direct_read (char *buf, uint32_t count, uint64_t offset)
   if (end > gm.direct_end) {
     /* The tail page of a file: through the page cache. */
     uint64_t from = offset > gm.direct_end ? offset : gm.direct_end;
-    err = read_full (gm.fd_buffered, buf + (from - offset), end - from,
-                     from, end - from);
+    err = caller_buffered (GM_READ, gm.fd_buffered, buf + (from - offset),
+                           end - from, from, 0);
     if (err)
       return err;
-    COUNT (ST_BUFFERED_BYTES, end - from);
     if (offset >= gm.direct_end)
       return 0;
     end = gm.direct_end;
@@ -287,11 +311,8 @@ gm_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
     return -1;
   if (gm.direct)
     err = direct_read (buf, count, offset);
-  else {
-    err = read_full (gm.fd, buf, count, offset, count);
-    if (err == 0)
-      COUNT (ST_BUFFERED_BYTES, count);
-  }
+  else
+    err = caller_buffered (GM_READ, gm.fd, buf, count, offset, 0);
   if (err) {
     gm_io_error ("pread", offset, count, err);
     return -1;
@@ -356,12 +377,9 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
   struct gm_range r;
   int err = 0;
 
-  if (!gm.direct) {
-    err = write_full (gm.fd, buf, count, offset, rwf);
-    if (err == 0)
-      COUNT (ST_BUFFERED_BYTES, count);
-    return err;
-  }
+  if (!gm.direct)
+    return caller_buffered (GM_WRITE, gm.fd, (char *) buf, count, offset,
+                            rwf);
 
   gm_range_lock (&gm.locks, &r, gm_round_down (offset, gm.align),
                  gm_round_up (end, gm.align), true);
@@ -370,10 +388,9 @@ write_range (const char *buf, uint64_t count, uint64_t offset, int rwf)
   if (err == 0 && end > split) {
     /* The tail region of an odd-sized file, through the page cache. */
     uint64_t from = offset > split ? offset : split;
-    err = write_full (gm.fd_buffered, buf + (from - offset), end - from,
-                      from, rwf);
-    if (err == 0)
-      COUNT (ST_BUFFERED_BYTES, end - from);
+    err = caller_buffered (GM_WRITE, gm.fd_buffered,
+                           (char *) buf + (from - offset), end - from, from,
+                           rwf);
   }
   gm_range_unlock (&gm.locks, &r);
   return err;
