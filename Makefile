@@ -170,7 +170,7 @@ check-integration: all
 # The builds before the lanes start use every core: nothing else runs
 # yet.  The sanitizer builds too: made by the lab lane (check-vm needs
 # them), they held back its first guests by about two minutes while the
-# host suite ran, and the lab is make check's longest lane (a clean
+# host suite ran, when the lab was make check's longest lane (a clean
 # tree: all three builds in 51 s with -j2).
 check:
 	@scripts/install-deps.sh check
