@@ -456,6 +456,8 @@ cache_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
   }
   conn_init (c);
   c->id = policy_new_conn ();
+  /* Not what failed before it opened: those were reported then. */
+  atomic_store (&c->flush_failures_seen, atomic_load (&lower_flush_failures));
   return c;
 }
 

@@ -60,6 +60,9 @@ struct lower {
   uint32_t bmin, bpref, bmax;
 };
 extern struct lower lower;
+/* Flushes below that failed (a FUA request below too): counted so that
+ * every connection hears of each (ops.c, flush_report). */
+extern _Atomic uint64_t lower_flush_failures;
 
 /* Per-connection state (the .open handle). */
 #define STREAMS 4
@@ -68,6 +71,7 @@ struct conn {
   pthread_mutex_t lock;         /* the streams: requests run in parallel */
   struct { uint64_t next, run; } stream[STREAMS];
   unsigned stream_victim;
+  _Atomic uint64_t flush_failures_seen; /* lower_flush_failures reported */
 };
 
 /* ---- blocks.c: the sharded block table ---- */
@@ -276,7 +280,7 @@ enum {
   CS_FLUSHES, CS_FUA, CS_TRIMS, CS_ZEROS, CS_INVALIDATIONS, CS_PREFETCHES,
   CS_MEMCPY_READ_BYTES, CS_MEMCPY_WRITE_BYTES, CS_ERRORS, CS_NO_SLOT,
   CS_WB_FULL_STRIPE, CS_WB_PARTIAL_STRIPE, CS_WB_MERGED, CS_WB_BLOCKS,
-  CS_WB_HELD, CS_WB_PRESSURE, CS_FUA_FLUSHES,
+  CS_WB_HELD, CS_WB_PRESSURE, CS_FUA_FLUSHES, CS_FLUSH_FAILURES_REPORTED,
   CS_COUNT
 };
 extern struct gm_counter cstats[CS_COUNT];

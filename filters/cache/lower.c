@@ -16,6 +16,18 @@
 #include "cache.h"
 
 struct lower lower;
+_Atomic uint64_t lower_flush_failures;
+
+/* A flush below failed, or a FUA request (which may have failed its
+ * flush): what earlier writes left below unflushed may be lost, on any
+ * connection, though only this request hears of it. */
+static inline int
+flush_failed (int r)
+{
+  if (r == -1)
+    atomic_fetch_add (&lower_flush_failures, 1);
+  return r;
+}
 
 static bool serial;
 static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -114,9 +126,16 @@ lower_pwrite (const void *buf, uint32_t count, uint64_t off, uint32_t flags,
   r = lower.next->pwrite (lower.next, buf, count, off, flags, err);
   leave ();
   if (r == 0 && fua && lower.can_fua == NBDKIT_FUA_NONE)
-    r = lower_flush (err);
-  return r;
+    return lower_flush (err);
+  return flags & NBDKIT_FLAG_FUA ? flush_failed (r) : r;
 }
+
+/* One flush below at a time, its failure counted before the next one
+ * starts: the layer below may report a lost write-back to one flush
+ * only, and a flush that starts after it must not succeed unseen
+ * (ops.c, flush_report).  Flushes below are whole-disk syncs, which
+ * the gmblock plugin runs one at a time anyway. */
+static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int
 lower_flush (int *err)
@@ -125,9 +144,12 @@ lower_flush (int *err)
 
   if (!lower.can_flush)
     return 0;
+  pthread_mutex_lock (&flush_lock);
   enter ();
   r = lower.next->flush (lower.next, 0, err);
   leave ();
+  flush_failed (r);
+  pthread_mutex_unlock (&flush_lock);
   return r;
 }
 
@@ -139,7 +161,7 @@ lower_trim (uint32_t count, uint64_t off, uint32_t flags, int *err)
   enter ();
   r = lower.next->trim (lower.next, count, off, flags, err);
   leave ();
-  return r;
+  return flags & NBDKIT_FLAG_FUA ? flush_failed (r) : r;
 }
 
 int
@@ -150,7 +172,7 @@ lower_zero (uint32_t count, uint64_t off, uint32_t flags, int *err)
   enter ();
   r = lower.next->zero (lower.next, count, off, flags, err);
   leave ();
-  return r;
+  return flags & NBDKIT_FLAG_FUA ? flush_failed (r) : r;
 }
 
 int

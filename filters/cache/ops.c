@@ -92,6 +92,7 @@ lock_blocks (struct gm_range *r, uint64_t offset, uint64_t count)
 }
 
 static int fua_flush (int *err);
+static int flush_report (struct conn *c, int r, int *err);
 
 int
 cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
@@ -141,7 +142,7 @@ cache_pwrite (nbdkit_next *next, void *handle, const void *buf,
     writeback_note_dirty ();
   if (r == 0 && fua)
     r = fua_flush (err);
-  return r;
+  return fua ? flush_report (handle, r, err) : r;
 }
 
 /* Every dirty block down, then a flush below. */
@@ -168,6 +169,31 @@ fua_flush (int *err)
   return flush_all (err);
 }
 
+/* The end of a flush or FUA request on c, r its result so far.  All
+ * connections share the context below, so a flush below that failed
+ * (the disk lost what it had not written yet) was told to the one
+ * request that met it, and a later flush below may well succeed
+ * (Linux reports a write-back error once per open file): every other
+ * connection's next flush or FUA reply fails once with EIO, as it
+ * would with a context of its own (a review finding: it succeeded
+ * while that connection's acknowledged writes were lost).  In unsafe
+ * mode a flush promises nothing.
+ */
+static int
+flush_report (struct conn *c, int r, int *err)
+{
+  uint64_t now = atomic_load (&lower_flush_failures);
+
+  if (cfg.unsafe || atomic_exchange (&c->flush_failures_seen, now) == now)
+    return r;
+  if (r == 0) {
+    CCOUNT (CS_FLUSH_FAILURES_REPORTED, 1);
+    *err = EIO;
+    r = -1;
+  }
+  return r;
+}
+
 int
 cache_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
 {
@@ -176,7 +202,7 @@ cache_flush (nbdkit_next *next, void *handle, uint32_t flags, int *err)
   CCOUNT (CS_FLUSHES, 1);
   if (cfg.unsafe)
     return 0;
-  return flush_all (err);
+  return flush_report (handle, flush_all (err), err);
 }
 
 enum change { TRIM, ZERO };
@@ -186,8 +212,8 @@ enum change { TRIM, ZERO };
  * and only partly covered, zeroed in place).
  */
 static int
-change_range (enum change what, uint32_t count, uint64_t offset,
-              uint32_t flags, int *err)
+change_range (struct conn *c, enum change what, uint32_t count,
+              uint64_t offset, uint32_t flags, int *err)
 {
   uint64_t b0 = offset >> tbl.shift, b1 = (offset + count - 1) >> tbl.shift;
   bool fua = flags & NBDKIT_FLAG_FUA;
@@ -212,7 +238,7 @@ change_range (enum change what, uint32_t count, uint64_t offset,
   gm_range_unlock (&wlocks, &rl);
   if (r == 0 && fua)
     r = fua_flush (err);
-  return r;
+  return fua ? flush_report (c, r, err) : r;
 }
 
 int
@@ -222,7 +248,7 @@ cache_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
   if (cfg.mode == MODE_BYPASS)
     return next->trim (next, count, offset, flags, err);
   CCOUNT (CS_TRIMS, 1);
-  return change_range (TRIM, count, offset, flags, err);
+  return change_range (handle, TRIM, count, offset, flags, err);
 }
 
 int
@@ -232,7 +258,7 @@ cache_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
   if (cfg.mode == MODE_BYPASS)
     return next->zero (next, count, offset, flags, err);
   CCOUNT (CS_ZEROS, 1);
-  return change_range (ZERO, count, offset, flags, err);
+  return change_range (handle, ZERO, count, offset, flags, err);
 }
 
 int

@@ -52,6 +52,7 @@ struct gm_counter cstats[CS_COUNT] = {
   C (CS_WB_HELD, "wb_partial_held", "stripe write-back: partly dirty stripes a background pass left for later"),
   C (CS_WB_PRESSURE, "wb_pressure_passes", "stripe write-back: background passes that wrote partial stripes because the cache was nearly all dirty"),
   C (CS_FUA_FLUSHES, "fua_flushes", "FUA requests in a write-back mode, served as a flush of every dirty block"),
+  C (CS_FLUSH_FAILURES_REPORTED, "flush_failures_reported", "flush and FUA replies failed with EIO for a flush below that failed on another request (once per connection)"),
 };
 
 static void
