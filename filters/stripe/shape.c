@@ -78,14 +78,23 @@ sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
   return 0;
 }
 
+/* Rounded to the geometry for new connections, not the context's own:
+ * gmblock-readahead's workers open their contexts once, at start-up,
+ * and prefetch for every client since, so a context's copy could be a
+ * reshape's pass-through, or the stripe before one, for the server's
+ * whole life (a review finding).  CACHE is only a hint: rounding to the
+ * stripe of now is right whenever the context was opened.
+ */
 int
 sp_cache (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
           uint32_t flags, int *err)
 {
-  const struct sp_geom *g = handle;
+  struct sp_geom now;
+  const struct sp_geom *g = &now;
   uint64_t s = offset, e = offset + count;
   int64_t size;
 
+  geometry_current (&now);
   SCOUNT (SS_CACHE_REQUESTS, 1);
   SCOUNT (SS_CACHE_BYTES_IN, count);
   if (g->active) {
