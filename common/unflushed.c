@@ -131,6 +131,16 @@ reset (struct gm_unflushed *u)
   u->covered = acked;
 }
 
+/* u no longer answers for its acknowledgements: they were handed on
+ * or counted lost.  Under lock.
+ */
+static void
+forget (struct gm_unflushed *u)
+{
+  u->hi = 0;
+  reset (u);
+}
+
 /* u's acknowledgements no FLUSH covered go where a closed
  * connection's go.  Under lock.
  */
@@ -138,8 +148,7 @@ static void
 orphan (struct gm_unflushed *u)
 {
   orphan_range (effective_covered (u->covered), u->hi);
-  u->hi = 0;
-  reset (u);
+  forget (u);
 }
 
 void
@@ -186,8 +195,7 @@ gm_uf_connected (struct gm_unflushed *u, uint64_t instance, bool mc)
       n = u->hi - u->covered;
       add_loss (u->covered, u->hi);
     }
-    u->hi = 0;
-    reset (u);
+    forget (u);
   }
   if (instance != current && current != 0) {
     lo = lowest_uncovered ();

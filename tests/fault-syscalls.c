@@ -8,6 +8,9 @@
  * test goes):
  *   fdatasync-eio   fdatasync fails with EIO
  *   fdatasync-slow  fdatasync returns 1 s after it is done
+ *   fdatasync-lost  the next fdatasync takes the file away and fails
+ *                   with EIO 1 s later; the ones after it succeed, as
+ *                   Linux reports a lost write-back once per open file
  *   dsync-eio       a pwritev2 with RWF_DSYNC waits 1 s, then fails with
  *                   EIO without writing
  *   pwrite-eio      holds "LO HI": a pwritev2 touching [LO, HI) fails
@@ -68,6 +71,15 @@ on (const char *name)
   char p[4096];
 
   return path (name, p, sizeof p) && access (p, F_OK) == 0;
+}
+
+/* Whether file NAME existed, removing it: one caller wins. */
+static int
+take (const char *name)
+{
+  char p[4096];
+
+  return path (name, p, sizeof p) && unlink (p) == 0;
 }
 
 /* Whether [off, off+len) touches the range in file NAME. */
@@ -165,6 +177,12 @@ fdatasync (int fd)
 
   if (on ("fdatasync-eio")) {
     say ("fdatasync EIO");
+    errno = EIO;
+    return -1;
+  }
+  if (take ("fdatasync-lost")) {
+    sleep (1);
+    say ("fdatasync EIO lost");
     errno = EIO;
     return -1;
   }

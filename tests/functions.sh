@@ -173,8 +173,10 @@ stop_traced () {
 # NBD URI of a server started with start_server.
 uri () { echo "nbd+unix:///?socket=$T/$1.sock"; }
 
-# Value of one counter in a stats file: counter FILE NAME
+# Value of one counter in a stats file: counter FILE NAME; ccounter for
+# gmblock-cache's.
 counter () { awk -v k="gmblock.$2" '$1 == k { print $2 }' "$1"; }
+ccounter () { awk -v k="gmblock-cache.$2" '$1 == k { print $2 }' "$1"; }
 
 # nbdsh with Debian's python (the libnbd module lives there).
 nbdsh () { /usr/bin/python3 -m nbd "$@"; }
@@ -293,6 +295,16 @@ fault_shim () {
     gcc -shared -fPIC -O2 -o "$T/fault.so" "$top/tests/fault-syscalls.c" -ldl ||
         fail "cannot build tests/fault-syscalls.c"
     mkdir -p "$T/faults"
+}
+
+# cache_over_faults MODE: serve a 4M file through gmblock-cache in MODE
+# on server MODE, nbdkit's file plugin below with the fault shim
+# (fault_shim first; faults in $T/faults, counters in $T/MODE.stats).
+cache_over_faults () {
+    truncate -s 4M "$T/$1.img"
+    FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so \
+        start_server "$1" --filter=gmblock-cache file "$T/$1.img" \
+        cache-mode="$1" cache-stats="$T/$1.stats"
 }
 
 # Run the servers of this test as user nobody: the build's modules (and

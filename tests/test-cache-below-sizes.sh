@@ -62,7 +62,7 @@ for mode in read writethrough writeback adaptive; do
     check "$mode"
     stop_server "$mode"
     cmp "$T/$mode.img" "$T/$mode.want" || fail "$mode: the file differs from what was written"
-    bs=$(awk '$1 == "gmblock-cache.block_size" { print $2 }' "$T/$mode.stats")
+    bs=$(ccounter "$T/$mode.stats" block_size)
     [[ $bs == 16384 ]] || fail "$mode: cache blocks of $bs bytes, expected 16384"
     info "cache-mode=$mode: 16K blocks; $out"
 done
@@ -77,7 +77,7 @@ start_server stripe --filter=gmblock-cache --filter=blocksize-policy \
 check stripe
 stop_server stripe
 cmp "$T/stripe.img" "$T/stripe.want" || fail "stripe: the file differs from what was written"
-sw=$(awk '$1 == "gmblock-cache.wb_stripe_bytes" { print $2 }' "$T/stripe.stats")
+sw=$(ccounter "$T/stripe.stats" wb_stripe_bytes)
 [[ $sw == 0 ]] || fail "stripe: write-back in stripes of $sw bytes, larger than the layer below takes"
 info "stripe 48K over a 16K maximum: block by block; $out"
 

@@ -10,7 +10,6 @@ require nbdcopy qemu-img fio
 cd "$T"
 
 M=1048576
-ccounter () { awk -v k="gmblock-cache.$2" '$1 == k { print $2 }' "$1"; }
 randfile "$T/src.img" $((40 * M + 4096))
 
 fio_job () {

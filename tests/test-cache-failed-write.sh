@@ -43,7 +43,7 @@ print(f"{disk.count(b'A')} bytes of the failed write on the disk, read back the 
 PY
 ) || fail "cache-mode=$mode: $out"
     stop_server "$mode"
-    hits=$(awk '$1 == "gmblock-cache.hits" { print $2 }' "$T/$mode.stats")
+    hits=$(ccounter "$T/$mode.stats" hits)
     [[ ${hits:-0} -gt 0 ]] || fail "cache-mode=$mode: no cache hits (the blocks were never cached: no test)"
     info "cache-mode=$mode: $out"
 done

@@ -29,6 +29,27 @@ flush_failed (int r)
   return r;
 }
 
+/* Flushes below run one at a time, and none while a FUA request below
+ * is in flight: each failure is counted before the next flush starts.
+ * The layer below may report a lost write-back to one flush or FUA
+ * request only (Linux does, once per open file), so a flush that
+ * started meanwhile would succeed unseen (ops.c, flush_report; a FUA
+ * request's failure counted after a concurrent flush had succeeded was
+ * a review finding).  FUA requests share the lock among themselves;
+ * flushes are whole-disk syncs, which the gmblock plugin runs one at a
+ * time anyway.  Writers first, so a stream of FUA writes cannot starve
+ * a flush. */
+static pthread_rwlock_t flush_lock =
+  PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
+
+static inline int
+fua_below (int r)
+{
+  flush_failed (r);
+  pthread_rwlock_unlock (&flush_lock);
+  return r;
+}
+
 static bool serial;
 static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -122,20 +143,17 @@ lower_pwrite (const void *buf, uint32_t count, uint64_t off, uint32_t flags,
 
   if (fua && lower.can_fua == NBDKIT_FUA_NONE)
     flags &= ~NBDKIT_FLAG_FUA;
+  if (flags & NBDKIT_FLAG_FUA)
+    pthread_rwlock_rdlock (&flush_lock);
   enter ();
   r = lower.next->pwrite (lower.next, buf, count, off, flags, err);
   leave ();
-  if (r == 0 && fua && lower.can_fua == NBDKIT_FUA_NONE)
+  if (flags & NBDKIT_FLAG_FUA)
+    return fua_below (r);
+  if (r == 0 && fua)
     return lower_flush (err);
-  return flags & NBDKIT_FLAG_FUA ? flush_failed (r) : r;
+  return r;
 }
-
-/* One flush below at a time, its failure counted before the next one
- * starts: the layer below may report a lost write-back to one flush
- * only, and a flush that starts after it must not succeed unseen
- * (ops.c, flush_report).  Flushes below are whole-disk syncs, which
- * the gmblock plugin runs one at a time anyway. */
-static pthread_mutex_t flush_lock = PTHREAD_MUTEX_INITIALIZER;
 
 int
 lower_flush (int *err)
@@ -144,12 +162,12 @@ lower_flush (int *err)
 
   if (!lower.can_flush)
     return 0;
-  pthread_mutex_lock (&flush_lock);
+  pthread_rwlock_wrlock (&flush_lock);
   enter ();
   r = lower.next->flush (lower.next, 0, err);
   leave ();
   flush_failed (r);
-  pthread_mutex_unlock (&flush_lock);
+  pthread_rwlock_unlock (&flush_lock);
   return r;
 }
 
@@ -158,10 +176,12 @@ lower_trim (uint32_t count, uint64_t off, uint32_t flags, int *err)
 {
   int r;
 
+  if (flags & NBDKIT_FLAG_FUA)
+    pthread_rwlock_rdlock (&flush_lock);
   enter ();
   r = lower.next->trim (lower.next, count, off, flags, err);
   leave ();
-  return flags & NBDKIT_FLAG_FUA ? flush_failed (r) : r;
+  return flags & NBDKIT_FLAG_FUA ? fua_below (r) : r;
 }
 
 int
@@ -169,10 +189,12 @@ lower_zero (uint32_t count, uint64_t off, uint32_t flags, int *err)
 {
   int r;
 
+  if (flags & NBDKIT_FLAG_FUA)
+    pthread_rwlock_rdlock (&flush_lock);
   enter ();
   r = lower.next->zero (lower.next, count, off, flags, err);
   leave ();
-  return flags & NBDKIT_FLAG_FUA ? flush_failed (r) : r;
+  return flags & NBDKIT_FLAG_FUA ? fua_below (r) : r;
 }
 
 int
