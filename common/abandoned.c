@@ -38,44 +38,86 @@ static void (*state_failed) (int err);
 #define STATE_LINE 34            /* two 16-digit hex numbers, ' ', '\n' */
 #define STATE_MAX (1 << 20)
 
-/* Rewrite the state file: every connection the server may still hold
- * (open and connected, or listed).  Written over the old content, then
- * cut to length: a process killed in between leaves lines too many,
- * which cost an ABANDON each and nothing else (a line it leaves twice
- * is adopted once: load).  A write cut short (a
- * kill between two pages of it, a crash before the fdatasync) leaves
- * the new content's start over the old one's end: so lines keep their
- * order (a node goes to the end of all when it opens, and again when
- * it first connects: a new line is always the last), and one that both
- * name moves only up, and only when one before it went; wherever the
- * cut, it is whole in the new part or in the old one (or the same in
- * both).
- * Under the lock.
- */
-static void
-save (void)
-{
-  size_t n = 0, len;
+/* The state file's new content, numbered in the order of the states
+ * it shows; written by write_out, after the lock is let go. */
+struct text {
   char *buf;
+  size_t len;
+  uint64_t gen;
+};
+
+static pthread_mutex_t write_lock = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t texts;          /* numbered so far (under lock) */
+static uint64_t written;        /* the newest on disk (under write_lock) */
+
+/* The state file's content: every connection the server may still hold
+ * (open and connected, or listed).  Under the lock.
+ */
+static struct text
+snapshot (void)
+{
+  struct text t = { NULL, 0, 0 };
+  size_t n = 0;
 
   if (state_fd < 0)
-    return;
+    return t;
   for (struct gm_ab_node *x = all; x; x = x->all_next)
     n++;
-  buf = malloc (sizeof STATE_HEADER + n * STATE_LINE + 1);
-  if (buf == NULL) {
+  t.buf = malloc (sizeof STATE_HEADER + n * STATE_LINE + 1);
+  if (t.buf == NULL) {
     state_failed (errno);
-    return;
+    return t;
   }
-  len = strlen (strcpy (buf, STATE_HEADER));
+  t.len = strlen (strcpy (t.buf, STATE_HEADER));
   for (struct gm_ab_node *x = all; x; x = x->all_next)
     if (x->listed || (!x->closed && x->connected))
-      len += sprintf (buf + len, "%016" PRIx64 " %016" PRIx64 "\n",
-                      x->conn_id, x->instance);
-  if (pwrite (state_fd, buf, len, 0) != (ssize_t) len ||
-      ftruncate (state_fd, len) == -1 || fdatasync (state_fd) == -1)
-    state_failed (errno ? errno : EIO);
-  free (buf);
+      t.len += sprintf (t.buf + t.len, "%016" PRIx64 " %016" PRIx64 "\n",
+                        x->conn_id, x->instance);
+  t.gen = ++texts;
+  return t;
+}
+
+/* Rewrite the state file with t, unless a newer text is on disk:
+ * either way t's state, or a later one, is on disk when this returns.
+ * Not under the lock (review finding: the fdatasync held up every
+ * connection that broke meanwhile, under its own lock), but one at a
+ * time.  Written over the old content, then cut to length: a process
+ * killed in between leaves lines too many, which cost an ABANDON each
+ * and nothing else (a line it leaves twice is adopted once: load).  A
+ * write cut short (a kill between two pages of it, a full disk, a
+ * crash before the fdatasync) leaves the new content's start over the
+ * old one's end, or, when the file grew, a last line cut short (load
+ * drops it: the line a connection adds when it connects, before it
+ * sends anything).  So lines keep their order (a node goes to the end
+ * of all when it opens, and again when it first connects: a new line
+ * is always the last), and one that both name moves only up, and only
+ * when one before it went; wherever the cut, it is whole in the new
+ * part or in the old one (or the same in both).
+ */
+static void
+write_out (struct text *t)
+{
+  size_t done = 0;
+  ssize_t w = 0;
+
+  if (t->buf == NULL)
+    return;
+  pthread_mutex_lock (&write_lock);
+  if (t->gen > written) {
+    while (done < t->len) {
+      w = pwrite (state_fd, t->buf + done, t->len - done, done);
+      if (w <= 0)
+        break;
+      done += w;
+    }
+    if (done < t->len)
+      state_failed (w == 0 ? EIO : errno);
+    else if (ftruncate (state_fd, t->len) == -1 || fdatasync (state_fd) == -1)
+      state_failed (errno);
+    written = t->gen;
+  }
+  pthread_mutex_unlock (&write_lock);
+  free (t->buf);
 }
 
 /* The list of every node, in the order of the state file's lines. */
@@ -89,7 +131,7 @@ all_unlink (struct gm_ab_node *n)
   *p = n->all_next;
 }
 
-/* At the end: a new line is always the last (save). */
+/* At the end: a new line is always the last (write_out). */
 static void
 all_append (struct gm_ab_node *n)
 {
@@ -171,11 +213,14 @@ gm_ab_close (struct gm_ab_node *n)
 {
   if (n == NULL)
     return;
+  struct text t;
+
   pthread_mutex_lock (&lock);
   n->closed = true;
   maybe_free (n);
-  save ();
+  t = snapshot ();
   pthread_mutex_unlock (&lock);
+  write_out (&t);
 }
 
 void
@@ -196,6 +241,8 @@ gm_ab_broken (struct gm_ab_node *n, uint64_t instance)
 void
 gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
 {
+  struct text t;
+
   pthread_mutex_lock (&lock);
   for (struct gm_ab_node *x = list, *next; x; x = next) {
     next = x->next;
@@ -210,10 +257,11 @@ gm_ab_connected (struct gm_ab_node *n, uint64_t instance)
   }
   n->instance = instance;
   n->connected = true;
-  save ();
+  t = snapshot ();
   /* Writers waiting for a tell may have nothing left to wait for. */
   pthread_cond_broadcast (&told_cv);
   pthread_mutex_unlock (&lock);
+  write_out (&t);
 }
 
 void
@@ -293,16 +341,19 @@ gm_ab_pending (const struct gm_ab_node *self, uint64_t instance)
 void
 gm_ab_told (struct gm_ab_node *n, bool ok)
 {
+  struct text t = { NULL, 0, 0 };
+
   pthread_mutex_lock (&lock);
   n->telling = false;
   if (ok && n->listed && n->gen == n->telling_gen) {
     unlist (n);                 /* frees it if closed */
-    save ();
+    t = snapshot ();
   }
   else
     maybe_free (n);
   pthread_cond_broadcast (&told_cv);
   pthread_mutex_unlock (&lock);
+  write_out (&t);
 }
 
 unsigned
@@ -339,7 +390,7 @@ hex16 (const char *s, uint64_t *v)
 
 /* A line of a state file names conn_id id of instance inst: whether
  * it adds a connection (not when an earlier line named the same, left
- * by a rewrite killed before its ftruncate, see save); *twice when an
+ * by a rewrite killed before its ftruncate, see write_out); *twice when an
  * earlier one named id with another instance (a rewrite cut within a
  * line): then gm_ab_reuse takes neither, since one name must never be
  * on two connections (each one's hello would drop the other's link on
@@ -390,6 +441,10 @@ load (const char *text, size_t len, char *why, size_t whylen)
       struct gm_ab_node *n;
       bool twice;
 
+      /* The last line, cut short: a connection that had just
+       * connected, and sent nothing yet (write_out). */
+      if (len - at < STATE_LINE && text[len - 1] != '\n')
+        break;
       if (len - at < STATE_LINE || !hex16 (text + at, &id) ||
           text[at + 16] != ' ' || !hex16 (text + at + 17, &inst) ||
           text[at + 33] != '\n' || id == 0 || inst == 0) {
@@ -441,11 +496,14 @@ gm_ab_state (int fd, void (*failed) (int err), char *why, size_t whylen)
   ret = load (text, len, why, whylen);
   free (text);
   if (ret == 0) {
+    struct text t;
+
     pthread_mutex_lock (&lock);
     state_fd = fd;
     state_failed = failed;
-    save ();
+    t = snapshot ();
     pthread_mutex_unlock (&lock);
+    write_out (&t);
   }
   return ret;
 }

@@ -22,7 +22,10 @@
  * reaches another server instance (the old process, and its writes in
  * flight, are gone).  A node outlives its connection's close while
  * listed.  Callers may hold their own locks; nothing here blocks
- * except gm_ab_take and gm_ab_hello.
+ * except gm_ab_take and gm_ab_hello, and, with a state file, the calls
+ * that rewrite it (gm_ab_state, gm_ab_connected, gm_ab_close,
+ * gm_ab_told), which wait for its fdatasync holding no lock of this
+ * module.
  */
 #ifndef GMBLOCK_ABANDONED_H
 #define GMBLOCK_ABANDONED_H

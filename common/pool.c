@@ -191,7 +191,8 @@ get (struct gm_pool *p, size_t len, bool wait)
   uint64_t ticket;
   void *buf;
 
-  if (len == 0 || n > p->nunits) {
+  /* len first: rounding a length near SIZE_MAX up wraps to 0 units. */
+  if (len == 0 || len > p->nunits * GM_POOL_UNIT || n > p->nunits) {
     errno = EINVAL;
     return NULL;
   }

@@ -123,7 +123,7 @@ struct conn {
   bool leaving;                 /* an ESHUTDOWN reply: the server shuts
                                  * down, post nothing more on this one */
   time_t leaving_since;
-  unsigned given_up;            /* reconnects after a shutdown that failed */
+  unsigned given_up;            /* reconnects that failed */
   time_t probe_sent;
   uint64_t timeout_checked;     /* timeout=: once a second (its s) */
   bool timed_out;               /* timeout= broke it */
@@ -328,6 +328,7 @@ post_recv (struct conn *c, unsigned i)
 }
 
 static void *completion_thread (void *arg);
+static void broken (struct conn *c, const char *why);
 
 /* Verbs resources once the route is known: CQ, QP, registered
  * messages, a receive per credit asked and one for the goodbye.
@@ -476,6 +477,11 @@ connect_server (struct conn *c)
     c->refused = true;          /* trying again finds the same export */
     goto fail;
   }
+  /* Before any request can be posted (a request that finds it not
+   * dead posts at once). */
+  check_instance (c);
+  /* Its hello named it: the server replaced what it still held of it. */
+  gm_ab_connected (c->ab, c->rp.lim.instance);
   /* Others read these under the lock (conn_reserve waits meanwhile).
    * Before the thread starts: what it finds broken stays broken. */
   pthread_mutex_lock (&c->m);
@@ -489,14 +495,14 @@ connect_server (struct conn *c)
   c->progress = now ();
   c->instance = c->rp.lim.instance;
   pthread_mutex_unlock (&c->m);
-  check_instance (c);
-  /* Its hello named it: the server replaced what it still held of it. */
-  gm_ab_connected (c->ab, c->instance);
   if ((errno = pthread_create (&c->thread, NULL, completion_thread, c))) {
     nbdkit_error (NAME ": %s:%s: pthread_create: %m", server.host,
                   server.port);
+    /* Requests may have been posted since the lock above: fail them
+     * (review finding: they waited for ever for a thread that never
+     * ran, and every later reconnect waited for them). */
     pthread_mutex_lock (&c->m);
-    c->dead = true;
+    broken (c, "no completion thread");
     pthread_mutex_unlock (&c->m);
     goto fail;
   }
@@ -1023,8 +1029,8 @@ conn_reserve (struct conn *c, bool wait, bool *waited)
           r = CONN_UNSERVED;
         break;
       }
-      /* A reconnect after a shutdown waited long for the server and
-       * failed while this one waited: fail now, not once more each. */
+      /* A reconnect failed while this one waited: fail now, not
+       * once more each. */
       if (c->given_up != given_up) {
         r = -1;
         break;
@@ -1044,13 +1050,16 @@ conn_reserve (struct conn *c, bool wait, bool *waited)
       /* Only ever set here: the new completion thread may already have
        * found the fresh connection broken, and clearing the flag again
        * would leave a request waiting for a thread that has ended. */
-      if (r == -1)
+      if (r == -1) {
         c->dead = true;
-      if (r == -1 && patient) {
-        /* It did not come back: from now on it is a server gone. */
-        c->server_left = c->leaving = false;
+        /* The requests that waited meanwhile fail with this one, not
+         * each after a reconnect of its own (review finding: minutes
+         * for nbdkit's threads queued on a server that stays down). */
         c->given_up++;
       }
+      if (r == -1 && patient)
+        /* It did not come back: from now on it is a server gone. */
+        c->server_left = c->leaving = false;
       pthread_cond_broadcast (&c->free_cv);
       if (r == -1)
         break;

@@ -78,11 +78,13 @@ static int
 odp_caps (struct ibv_context *v, bool *implicit, char *why, size_t whylen)
 {
   struct ibv_device_attr_ex a;
+  int e;
 
   memset (&a, 0, sizeof a);
-  if (ibv_query_device_ex (v, NULL, &a)) {
+  e = ibv_query_device_ex (v, NULL, &a);        /* returns the errno */
+  if (e) {
     snprintf (why, whylen, "%s: ibv_query_device_ex: %s",
-              ibv_get_device_name (v->device), strerror (errno));
+              ibv_get_device_name (v->device), strerror (e));
     return -1;
   }
   *implicit = a.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT;

@@ -16,20 +16,55 @@
 #define I1 0x1111
 #define I2 0x2222
 
-/* The state file's fdatasyncs (-Wl,--wrap): counted; failed on cue. */
+/* The state file's fdatasyncs (-Wl,--wrap): counted; failed on cue;
+ * held on cue until released (sync_hold). */
 int __real_fdatasync (int fd);
 static _Atomic unsigned syncs;
 static int sync_fails;                  /* errno to fail with, or 0 */
+static pthread_mutex_t hold_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
+static enum { HOLD_OFF, HOLD_ARMED, HOLD_HELD } sync_hold;
 
 int
 __wrap_fdatasync (int fd)
 {
   atomic_fetch_add (&syncs, 1);
+  pthread_mutex_lock (&hold_lock);
+  if (sync_hold == HOLD_ARMED) {
+    sync_hold = HOLD_HELD;
+    pthread_cond_broadcast (&hold_cv);
+    while (sync_hold == HOLD_HELD)
+      pthread_cond_wait (&hold_cv, &hold_lock);
+  }
+  pthread_mutex_unlock (&hold_lock);
   if (sync_fails) {
     errno = sync_fails;
     return -1;
   }
   return __real_fdatasync (fd);
+}
+
+/* The state file's pwrites (-Wl,--wrap): on cue the next writes at
+ * most write_short bytes, and the one after fails with write_fails
+ * (0: goes on). */
+ssize_t __real_pwrite (int fd, const void *buf, size_t len, off_t off);
+static size_t write_short;
+static int write_fails;
+
+ssize_t
+__wrap_pwrite (int fd, const void *buf, size_t len, off_t off)
+{
+  if (write_short) {
+    size_t n = write_short < len ? write_short : len;
+    write_short = 0;
+    return __real_pwrite (fd, buf, n, off);
+  }
+  if (write_fails) {
+    errno = write_fails;
+    write_fails = 0;
+    return -1;
+  }
+  return __real_pwrite (fd, buf, len, off);
 }
 
 /* Tell every listed connection of instance as connection self would,
@@ -400,17 +435,38 @@ failed (int err)
   exit (1);
 }
 
+/* A new, empty state file for a case (unlinked), which keeps it. */
+static int
+temp_state (void)
+{
+  char path[] = "/tmp/test-abandoned.XXXXXX";
+  int fd = mkstemp (path);
+
+  CHECK (fd >= 0);
+  unlink (path);
+  test_state_fd = fd;
+  return fd;
+}
+
+/* The same, and the module's from now on. */
+static int
+fresh_state (void)
+{
+  char why[160];
+  int fd = temp_state ();
+
+  CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
+  return fd;
+}
+
 static void
 state_file (void)
 {
-  char path[] = "/tmp/test-abandoned.XXXXXX", why[160];
-  int fd = mkstemp (path);
+  char why[160];
+  int fd = temp_state ();
   struct gm_ab_node *c, *d, *r[3];
   uint64_t id;
 
-  CHECK (fd >= 0);
-  test_state_fd = fd;
-  unlink (path);
   /* Refused whole: nothing adopted. */
   put (fd, "connections\n");
   CHECK (gm_ab_state (fd, failed, why, sizeof why) == -1);
@@ -513,15 +569,12 @@ note_failed (int err)
 static void
 state_digits (void)
 {
-  char path[] = "/tmp/test-abandoned.XXXXXX", why[160];
-  int fd = mkstemp (path);
+  char why[160];
+  int fd = temp_state ();
   struct gm_ab_node *r[2];
   unsigned before;
   uint64_t id;
 
-  CHECK (fd >= 0);
-  unlink (path);
-  test_state_fd = fd;
 #define X1 "0123456789abcdef 00000000000fffff\n"
 #define X2 "fedcba9876543210 00000000000fffff\n"
   put (fd, HDR X1 "FEDCBA9876543210 00000000000FFFFF\n");
@@ -607,16 +660,12 @@ static void
 torn_rewrite (void)
 {
   struct gm_ab_node *n[NTORN], *x, *y, *t;
-  char *old, *new, why[160];
+  char *old, *new;
   size_t oldlen, newlen;
   uint64_t id;
 
-  if (test_state_fd < 0) {              /* run alone */
-    char path[] = "/tmp/test-abandoned.XXXXXX";
-    CHECK ((test_state_fd = mkstemp (path)) >= 0);
-    unlink (path);
-    CHECK (gm_ab_state (test_state_fd, failed, why, sizeof why) == 0);
-  }
+  if (test_state_fd < 0)                /* run alone */
+    fresh_state ();
   for (int i = 0; i < NTORN; i++) {
     n[i] = gm_ab_open (0x100 + i);
     gm_ab_connected (n[i], I1);
@@ -662,17 +711,13 @@ torn_rewrite (void)
 static void
 duplicate_lines (void)
 {
-  char path[] = "/tmp/test-abandoned.XXXXXX", why[160], torn[512];
-  int fd = mkstemp (path);
+  char why[160], torn[512];
+  int fd = fresh_state ();
   struct gm_ab_node *a, *b, *r;
   size_t oldlen, newlen;
   char *old, *new;
   uint64_t id;
 
-  CHECK (fd >= 0);
-  unlink (path);
-  test_state_fd = fd;
-  CHECK (gm_ab_state (fd, failed, why, sizeof why) == 0);
   a = gm_ab_open (0xa1);
   gm_ab_connected (a, I1);
   b = gm_ab_open (0xb1);
@@ -720,6 +765,93 @@ duplicate_lines (void)
   CHECK_EQ_U64 (gm_ab_listed (), 0);
 }
 
+/* A rewrite that grew the file, cut short within its new last line (a
+ * full disk; a kill between two pages): that line is of a connection
+ * that has sent nothing yet, and its successor adopts the rest (it
+ * refused the file, and so would not start: a review finding).  A
+ * short write goes on, and one that then fails says why, not a stale
+ * errno.  Keeps a file too. */
+static void
+state_cut_short (void)
+{
+  char why[160];
+  int fd = temp_state ();
+  struct gm_ab_node *a, *b;
+
+  put (fd, HDR AA "00000000000000bb 00000000");
+  sync_err = 0;
+  CHECK (gm_ab_state (fd, note_failed, why, sizeof why) == 0);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  check_file (fd, HDR AA);
+  a = gm_ab_open (0xa2);
+  write_short = 10;                     /* short, then the rest */
+  gm_ab_connected (a, I1);
+  CHECK_EQ_U64 (sync_err, 0);
+  check_file (fd, HDR AA "00000000000000a2 0000000000001111\n");
+  CHECK_EQ_U64 (tell_all (a, I1), 1);
+  b = gm_ab_open (0xb2);
+  write_short = 40;                     /* short, then a full disk */
+  write_fails = ENOSPC;
+  errno = ENOENT;                       /* what a stale errno says */
+  gm_ab_connected (b, I1);
+  CHECK_EQ_U64 (sync_err, ENOSPC);
+  gm_ab_close (a);
+  gm_ab_close (b);
+  CHECK_EQ_U64 (sync_err, ENOSPC);
+  check_file (fd, HDR);
+}
+
+/* The rewrite's fdatasync holds no lock others need: a connection
+ * breaking, or a writer asking what to tell, go on while it waits on a
+ * slow disk (they waited for it under the lock: a review finding). */
+static struct gm_ab_node *held_node;
+
+static void *
+close_held (void *arg)
+{
+  (void) arg;
+  gm_ab_close (held_node);
+  return NULL;
+}
+
+static void
+sync_not_under_lock (void)
+{
+  int fd = fresh_state ();
+  struct gm_ab_node *a, *b, *c;
+  pthread_t t;
+
+  a = gm_ab_open (0xa3);
+  gm_ab_connected (a, I1);
+  b = gm_ab_open (0xb3);
+  gm_ab_connected (b, I1);
+  held_node = a;
+  pthread_mutex_lock (&hold_lock);
+  sync_hold = HOLD_ARMED;
+  pthread_mutex_unlock (&hold_lock);
+  CHECK (pthread_create (&t, NULL, close_held, NULL) == 0);
+  pthread_mutex_lock (&hold_lock);
+  while (sync_hold != HOLD_HELD)
+    pthread_cond_wait (&hold_cv, &hold_lock);
+  pthread_mutex_unlock (&hold_lock);
+  /* a's close is in its fdatasync: b breaks meanwhile.  (Under the
+   * lock this never returns: the test's timeout ends it.) */
+  gm_ab_broken (b, I1);
+  CHECK (gm_ab_pending (a, I1));
+  pthread_mutex_lock (&hold_lock);
+  sync_hold = HOLD_OFF;
+  pthread_cond_broadcast (&hold_cv);
+  pthread_mutex_unlock (&hold_lock);
+  CHECK (pthread_join (t, NULL) == 0);
+  gm_ab_close (b);
+  CHECK_EQ_U64 (gm_ab_listed (), 1);
+  c = gm_ab_open (0xc3);
+  gm_ab_connected (c, I1);
+  CHECK_EQ_U64 (tell_all (c, I1), 1);
+  gm_ab_close (c);
+  check_file (fd, HDR);
+}
+
 static const struct unit_case cases[] = {
   { "basics", basics },
   { "connected", connected },
@@ -735,6 +867,8 @@ static const struct unit_case cases[] = {
   { "torn_rewrite", torn_rewrite },
   { "duplicate_lines", duplicate_lines },  /* keeps a file too */
   { "state_digits", state_digits },        /* and this one */
+  { "state_cut_short", state_cut_short },  /* and this one */
+  { "sync_not_under_lock", sync_not_under_lock }, /* and this one */
 };
 
 int

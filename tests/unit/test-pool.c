@@ -207,6 +207,9 @@ main (void)
   errno = 0;
   CHECK (gm_pool_get (pool, 0) == NULL && errno == EINVAL);
   CHECK (gm_pool_get (pool, 4 * MB + 1) == NULL && errno == EINVAL);
+  /* Rounded up, SIZE_MAX wrapped to 0 units: handed out unmarked. */
+  CHECK (gm_pool_get (pool, SIZE_MAX) == NULL && errno == EINVAL);
+  CHECK (gm_pool_tryget (pool, SIZE_MAX - 100) == NULL && errno == EINVAL);
 
   /* First fit: freed low buffers are reused first. */
   a = gm_pool_get (pool, 4096);
