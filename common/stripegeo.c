@@ -105,9 +105,12 @@ gm_stripe_from_md (const char *level, uint64_t chunk, const char *raid_disks,
               level, raid_disks, min_disks);
     return -1;
   }
-  if (chunk == 0 || chunk % 512) {
+  /* md's chunk is an int of sectors: above that, sysfs lies, and a
+   * full stripe (chunk times members) could wrap to 0 (a division by
+   * zero in from_dm: review finding). */
+  if (chunk == 0 || chunk % 512 || chunk > ((uint64_t) INT32_MAX + 1) * 512) {
     snprintf (why, whylen, "%s: chunk_size %" PRIu64
-              " (expected a multiple of 512)", level, chunk);
+              " (expected a multiple of 512, at most 1T)", level, chunk);
     return -1;
   }
   data = n - parity;

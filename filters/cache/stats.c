@@ -58,10 +58,18 @@ struct gm_counter cstats[CS_COUNT] = {
 static void
 print_derived (FILE *fp, void *opaque)
 {
-  uint64_t h = gm_counter_get (&cstats[CS_HITS]);
-  uint64_t m = gm_counter_get (&cstats[CS_MISSES]);
+  /* The scans' parts first and capped: requests count the totals
+   * first, so parts read after them may be ahead (a review finding:
+   * the live ratio wrapped to 0, or above 1). */
   uint64_t sh = gm_counter_get (&cstats[CS_SCAN_HITS]);
   uint64_t sm = gm_counter_get (&cstats[CS_SCAN_MISSES]);
+  uint64_t h = gm_counter_get (&cstats[CS_HITS]);
+  uint64_t m = gm_counter_get (&cstats[CS_MISSES]);
+
+  if (sh > h)
+    sh = h;
+  if (sm > m)
+    sm = m;
 
   fprintf (fp, CNAME ".hit_ratio %.4f\n", h + m ? (double) h / (h + m) : 0.0);
   fprintf (fp, CNAME ".nonscan_hit_ratio %.4f\n",

@@ -62,6 +62,12 @@ levels (void)
   CHECK (md ("raid0", 65536, "x", 0, &s) == -1);
   CHECK (md ("raid0", 0, "2", 0, &s) == -1 && strstr (why, "chunk_size"));
   CHECK (md ("raid0", 1000, "2", 0, &s) == -1 && strstr (why, "512"));
+  /* md's chunk is an int of sectors: no larger, and no full stripe
+   * that wraps to 0. */
+  CHECK (md ("raid0", 1ull << 40, "4096", 0, &s) == 1);
+  CHECK (md ("raid0", (1ull << 40) + 512, "2", 0, &s) == -1 &&
+         strstr (why, "at most 1T"));
+  CHECK (md ("raid0", 1ull << 63, "2", 0, &s) == -1);
   /* md's own limit on members, and a raid10 layout without near
    * copies (the division by them must not be reached).
    */
@@ -260,6 +266,13 @@ tree (void)
   CHECK (detect (file, &s) == 1 && s.chunk == 65536 && s.data_disks == 3);
   CHECK_EQ_U64 (s.offset, 1048576);
   CHECK (strcmp (s.source, "dm-1 over md0 raid5") == 0);
+  /* An impossible chunk below is no geometry, not a division by a
+   * full stripe that wrapped to 0 (a review finding: SIGFPE). */
+  put ("devices/virtual/block/md0/md/chunk_size", "9223372036854775808");
+  put ("devices/virtual/block/md0/md/raid_disks", "3");
+  CHECK (detect (file, &s) != 1 && strstr (why, "chunk_size"));
+  put ("devices/virtual/block/md0/md/chunk_size", "65536");
+  put ("devices/virtual/block/md0/md/raid_disks", "4");
   put ("devices/virtual/block/dm-1/dm/table",
        "0 8192 crypt aes-xts-plain64 :64:logon:cryptsetup:x 0 9:0 32768 1 "
        "allow_discards");
