@@ -1,7 +1,6 @@
 /* gmblock-cache filter: options, life cycle and what is negotiated.
  * SPDX-License-Identifier: BSD-3-Clause
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "cache.h"
 #include "ops.h"
 #include "once.h"
+#include "pin.h"
 #include "registry.h"
 #include "sizes.h"
 
@@ -366,12 +366,12 @@ exit_lost (void)
 static void
 fail_exit_status (void)
 {
-  Dl_info self;
+  char why[256] = "atexit failed";
 
-  if (dladdr ((void *) exit_lost, &self) == 0 || self.dli_fname == NULL ||
-      dlopen (self.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) == NULL ||
+  if (gm_pin_module ((const void *) exit_lost, why, sizeof why) == -1 ||
       atexit (exit_lost) != 0) {
-    nbdkit_error (CNAME ": cannot set a failing exit status: exiting now");
+    nbdkit_error (CNAME ": cannot set a failing exit status (%s): exiting "
+                  "now", why);
     exit_lost ();
   }
 }

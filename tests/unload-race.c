@@ -1,0 +1,62 @@
+/* gmblock tests: a preloaded shim that holds the gmblock plugin's ring
+ * teardown on an nbdkit connection thread until nbdkit has unloaded
+ * the plugin, for test-unload-ring.  Its io_uring_queue_exit, called on
+ * any thread but the main one, waits until no object named
+ * nbdkit-gmblock-plugin.so is mapped, or 3 s, then does the real work
+ * and returns to its caller: into unmapped code if the plugin went.
+ * The main thread's exit waits 300 ms, so the process is not gone
+ * before that return.  Logs "unload-race: ..." lines on stderr.
+ * SPDX-License-Identifier: BSD-3-Clause
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+struct io_uring;
+
+static int
+seen (struct dl_phdr_info *info, size_t size, void *found)
+{
+  (void) size;
+  if (info->dlpi_name && strstr (info->dlpi_name, "nbdkit-gmblock-plugin.so"))
+    *(int *) found = 1;
+  return 0;
+}
+
+static int
+plugin_mapped (void)
+{
+  int found = 0;
+
+  dl_iterate_phdr (seen, &found);
+  return found;
+}
+
+static void
+late_exit (void)
+{
+  usleep (300000);
+}
+
+void
+io_uring_queue_exit (struct io_uring *ring)
+{
+  void (*real) (struct io_uring *) = dlsym (RTLD_NEXT, "io_uring_queue_exit");
+
+  if (gettid () != getpid ()) {
+    time_t end = time (NULL) + 3;
+
+    atexit (late_exit);
+    fprintf (stderr, "unload-race: a ring ends on thread %d\n", gettid ());
+    while (plugin_mapped () && time (NULL) < end)
+      usleep (1000);
+    fprintf (stderr, "unload-race: the plugin is %s\n",
+             plugin_mapped () ? "still loaded" : "unloaded: returning into it");
+  }
+  real (ring);
+}
