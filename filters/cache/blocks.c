@@ -96,13 +96,15 @@ blocks_init (char *err, size_t errlen)
     snprintf (err, errlen, "out of memory for the block table");
     return -1;
   }
+  /* All zero first: blocks_free after a failure part-way then finds
+   * the shards not reached empty (a zero mutex is an initialised one). */
+  memset (tbl.shards, 0, sizeof *tbl.shards * tbl.nshards);
   per = tbl.nslots / tbl.nshards;
   for (uint32_t k = 0; k < tbl.nshards; k++) {
     struct shard *sh = &tbl.shards[k];
     uint32_t n = k == tbl.nshards - 1 ? tbl.nslots - per * k : per;
     uint32_t nb = gm_next_power_of_2 (n);
 
-    memset (sh, 0, sizeof *sh);
     pthread_mutex_init (&sh->lock, NULL);
     pthread_cond_init (&sh->cond, NULL);
     sh->base = per * k;
