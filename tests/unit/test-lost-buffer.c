@@ -277,6 +277,14 @@ lost_request (enum gm_ring_mode mode, bool reads, size_t pool_units,
   CHECK (atomic_load (&failstop_level) == GM_FAILSTOP_ALL);
 
   if (!wait_for (&at_pause, &b_done, 300) && hold) {
+    /* Not before B waits in the pool (a loaded machine may not have
+     * run it that far yet): then it is served past the check. */
+    for (int ms = 0; ms < 10000; ms++) {
+      gm_pool_get_stats (gm.pool, &s);
+      if (s.waits >= 1)
+        break;
+      usleep (1000);
+    }
     gm_pool_put (gm.pool, hold, held * GM_POOL_UNIT);
     hold = NULL;
   }
