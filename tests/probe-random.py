@@ -13,8 +13,11 @@
 # Every read and every extent is checked against a shadow model.
 # Out-of-range and oversized requests are checked for their errno, and
 # the connection must keep working afterwards.  At the end: a flush on
-# one connection and then either SIGKILL (durability: the file must hold
-# everything acknowledged before the flush) or SIGTERM (clean shutdown,
+# one connection and then either SIGKILL (the file must hold everything
+# acknowledged before the flush: over a write-back cache that checks the
+# flush wrote the dirty blocks down; over the plugin alone, that writes
+# were acknowledged only once the kernel had them, since a kill cannot
+# lose those) or SIGTERM (clean shutdown,
 # exit status 0, file == model), and the log is scanned for sanitizer
 # reports, assertions and crashes.
 #

@@ -1,9 +1,14 @@
 #!/bin/bash
-# Server killed (SIGKILL) with writes in flight: what was flushed (and
-# what was written with FUA) must be intact after a restart, including
-# bytes sharing a block with an unaligned write that was in flight; the
-# unflushed region holds, sector by sector, either the old or the new
-# data, never anything else.  direct=true and direct=false.
+# Server killed (SIGKILL) with writes in flight: what was acknowledged
+# before a flush (or with FUA) must be intact after a restart, including
+# bytes sharing a block with an unaligned write that was in flight (a
+# read-modify-write must not put back stale bytes); the region written
+# in flight holds, sector by sector, either the old or the new data,
+# never anything else.  direct=true and direct=false.  A kill cannot
+# lose what the kernel took, so this checks that acknowledgements come
+# after the write reached the kernel, not the flush's or FUA's sync:
+# test-fua, test-fua-covers and test-fault-writeback check those (a
+# test audit finding: the header claimed more).
 . "$(dirname "$0")/functions.sh"
 
 size=$((48 * 1024 * 1024))

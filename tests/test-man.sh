@@ -40,10 +40,14 @@ check () {
     info "$name: renders without warnings, names its $n options"
 }
 
-# keys NAME HELP-FILE: the "key=" of each .config_help line in the
-# module's own section of nbdkit --help.
+# keys NAME HELP-FILE: set ks to the "key=" of each .config_help line in
+# the module's own section of nbdkit --help.  Not in a process
+# substitution, whose fail ended only itself: checked 0 options (a test
+# audit finding).
 keys () {
-    grep -oE '^[a-z][a-z0-9._-]*=' "$2" || fail "$1: no options found in its --help"
+    grep -oE '^[a-z][a-z0-9._-]*=' "$2" >"$2.keys" ||
+        fail "$1: no options found in its --help"
+    mapfile -t ks <"$2.keys"
 }
 
 # A page must show up missing options: this key is in none of them.
@@ -53,7 +57,7 @@ for dir in "$top"/plugins/*/; do
     m=$(basename "$dir")
     [[ -f $bld/plugins/$m/nbdkit-$m-plugin.so ]] || continue
     "$NBDKIT" "$m" --help 2>&1 | sed -n "/^plugin: $m (/,/^filter:/p" >"$T/$m.help"
-    mapfile -t ks < <(keys "$m" "$T/$m.help")
+    keys "$m" "$T/$m.help"
     check "nbdkit-$m-plugin" "${ks[@]}"
 done
 for dir in "$top"/filters/*/; do
@@ -61,7 +65,7 @@ for dir in "$top"/filters/*/; do
     [[ -f $bld/filters/$f/nbdkit-gmblock-$f-filter.so ]] || continue
     "$NBDKIT" --filter="gmblock-$f" null --help 2>&1 |
         sed -n "/^filter: gmblock-$f (/,/^plugin:/p" >"$T/$f.help"
-    mapfile -t ks < <(keys "gmblock-$f" "$T/$f.help")
+    keys "gmblock-$f" "$T/$f.help"
     check "nbdkit-gmblock-$f-filter" "${ks[@]}"
 done
 check_absent nbdkit-gmblock-plugin
