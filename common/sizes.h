@@ -15,8 +15,9 @@
 int gm_parse_u64 (const char *str, int base, uint64_t *out);
 
 /* Parse "4096", "64K", "1M", "2G", "1T" (binary multiples, optional
- * trailing "B" or "iB", case-insensitive).  Rejects empty strings,
- * signs, garbage and overflow.  On error returns -1 and sets *why to a
+ * trailing "B" or "iB", case-insensitive; leading blanks and a "+" are
+ * allowed, as nbdkit's own size parser allows them).  Rejects empty
+ * strings, a "-", garbage and overflow.  On error returns -1 and sets *why to a
  * static description of what was wrong.
  */
 int gm_parse_size (const char *str, uint64_t *out, const char **why);
