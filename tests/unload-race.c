@@ -5,12 +5,16 @@
  * nbdkit-gmblock-plugin.so is mapped, or 3 s, then does the real work
  * and returns to its caller: into unmapped code if the plugin went.
  * The main thread's exit waits 300 ms, so the process is not gone
- * before that return.  Logs "unload-race: ..." lines on stderr.
+ * before that return.  And the plugin's unload must not delete its
+ * thread key first (glibc then skips the destructor): the first
+ * pthread_key_delete waits, 3 s at most, until a ring is ending.  Logs
+ * "unload-race: ..." lines on stderr.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +22,8 @@
 #include <unistd.h>
 
 struct io_uring;
+
+static volatile int ring_ending;
 
 static int
 seen (struct dl_phdr_info *info, size_t size, void *found)
@@ -52,6 +58,7 @@ io_uring_queue_exit (struct io_uring *ring)
     time_t end = time (NULL) + 3;
 
     atexit (late_exit);
+    __atomic_store_n (&ring_ending, 1, __ATOMIC_SEQ_CST);
     fprintf (stderr, "unload-race: a ring ends on thread %d\n", gettid ());
     while (plugin_mapped () && time (NULL) < end)
       usleep (1000);
@@ -59,4 +66,21 @@ io_uring_queue_exit (struct io_uring *ring)
              plugin_mapped () ? "still loaded" : "unloaded: returning into it");
   }
   real (ring);
+}
+
+int
+pthread_key_delete (pthread_key_t key)
+{
+  int (*real) (pthread_key_t) = dlsym (RTLD_NEXT, "pthread_key_delete");
+  static int first = 1;
+
+  if (first) {
+    time_t end = time (NULL) + 3;
+
+    first = 0;
+    while (!__atomic_load_n (&ring_ending, __ATOMIC_SEQ_CST) &&
+           time (NULL) < end)
+      usleep (1000);
+  }
+  return real (key);
 }
