@@ -211,10 +211,10 @@ gm_ab_reuse (uint64_t *conn_id)
 void
 gm_ab_close (struct gm_ab_node *n)
 {
-  if (n == NULL)
-    return;
   struct text t;
 
+  if (n == NULL)
+    return;
   pthread_mutex_lock (&lock);
   n->closed = true;
   maybe_free (n);

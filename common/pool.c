@@ -191,8 +191,9 @@ get (struct gm_pool *p, size_t len, bool wait)
   uint64_t ticket;
   void *buf;
 
-  /* len first: rounding a length near SIZE_MAX up wraps to 0 units. */
-  if (len == 0 || len > p->nunits * GM_POOL_UNIT || n > p->nunits) {
+  /* len, not n: rounding a length near SIZE_MAX up wraps to 0 units
+   * (and a len that fits rounds to at most nunits). */
+  if (len == 0 || len > p->nunits * GM_POOL_UNIT) {
     errno = EINVAL;
     return NULL;
   }

@@ -42,14 +42,6 @@ flush_failed (int r)
 static pthread_rwlock_t flush_lock =
   PTHREAD_RWLOCK_WRITER_NONRECURSIVE_INITIALIZER_NP;
 
-static inline int
-fua_below (int r)
-{
-  flush_failed (r);
-  pthread_rwlock_unlock (&flush_lock);
-  return r;
-}
-
 static bool serial;
 static pthread_mutex_t serial_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -62,18 +54,27 @@ lower_set_thread_model (int thread_model)
                   "calls below are serialised");
 }
 
+/* Around every call below; flags are the call's: a FUA request holds
+ * off flushes below until its failure is counted (flush_lock). */
 static inline void
-enter (void)
+enter (uint32_t flags)
 {
+  if (flags & NBDKIT_FLAG_FUA)
+    pthread_rwlock_rdlock (&flush_lock);
   if (serial)
     pthread_mutex_lock (&serial_lock);
 }
 
-static inline void
-leave (void)
+static inline int
+leave (uint32_t flags, int r)
 {
   if (serial)
     pthread_mutex_unlock (&serial_lock);
+  if (flags & NBDKIT_FLAG_FUA) {
+    flush_failed (r);
+    pthread_rwlock_unlock (&flush_lock);
+  }
+  return r;
 }
 
 /* Open the shared context that all cache I/O uses, and learn once what
@@ -126,12 +127,8 @@ lower_close (void)
 int
 lower_pread (void *buf, uint32_t count, uint64_t off, int *err)
 {
-  int r;
-
-  enter ();
-  r = lower.next->pread (lower.next, buf, count, off, 0, err);
-  leave ();
-  return r;
+  enter (0);
+  return leave (0, lower.next->pread (lower.next, buf, count, off, 0, err));
 }
 
 int
@@ -143,14 +140,10 @@ lower_pwrite (const void *buf, uint32_t count, uint64_t off, uint32_t flags,
 
   if (fua && lower.can_fua == NBDKIT_FUA_NONE)
     flags &= ~NBDKIT_FLAG_FUA;
-  if (flags & NBDKIT_FLAG_FUA)
-    pthread_rwlock_rdlock (&flush_lock);
-  enter ();
-  r = lower.next->pwrite (lower.next, buf, count, off, flags, err);
-  leave ();
-  if (flags & NBDKIT_FLAG_FUA)
-    return fua_below (r);
-  if (r == 0 && fua)
+  enter (flags);
+  r = leave (flags, lower.next->pwrite (lower.next, buf, count, off, flags,
+                                        err));
+  if (r == 0 && fua && !(flags & NBDKIT_FLAG_FUA))
     return lower_flush (err);
   return r;
 }
@@ -163,9 +156,8 @@ lower_flush (int *err)
   if (!lower.can_flush)
     return 0;
   pthread_rwlock_wrlock (&flush_lock);
-  enter ();
-  r = lower.next->flush (lower.next, 0, err);
-  leave ();
+  enter (0);
+  r = leave (0, lower.next->flush (lower.next, 0, err));
   flush_failed (r);
   pthread_rwlock_unlock (&flush_lock);
   return r;
@@ -174,37 +166,21 @@ lower_flush (int *err)
 int
 lower_trim (uint32_t count, uint64_t off, uint32_t flags, int *err)
 {
-  int r;
-
-  if (flags & NBDKIT_FLAG_FUA)
-    pthread_rwlock_rdlock (&flush_lock);
-  enter ();
-  r = lower.next->trim (lower.next, count, off, flags, err);
-  leave ();
-  return flags & NBDKIT_FLAG_FUA ? fua_below (r) : r;
+  enter (flags);
+  return leave (flags, lower.next->trim (lower.next, count, off, flags, err));
 }
 
 int
 lower_zero (uint32_t count, uint64_t off, uint32_t flags, int *err)
 {
-  int r;
-
-  if (flags & NBDKIT_FLAG_FUA)
-    pthread_rwlock_rdlock (&flush_lock);
-  enter ();
-  r = lower.next->zero (lower.next, count, off, flags, err);
-  leave ();
-  return flags & NBDKIT_FLAG_FUA ? fua_below (r) : r;
+  enter (flags);
+  return leave (flags, lower.next->zero (lower.next, count, off, flags, err));
 }
 
 int
 lower_extents (nbdkit_next *next, uint32_t count, uint64_t off,
                uint32_t flags, struct nbdkit_extents *extents, int *err)
 {
-  int r;
-
-  enter ();
-  r = next->extents (next, count, off, flags, extents, err);
-  leave ();
-  return r;
+  enter (0);
+  return leave (0, next->extents (next, count, off, flags, extents, err));
 }

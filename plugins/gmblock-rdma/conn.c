@@ -1056,10 +1056,10 @@ conn_reserve (struct conn *c, bool wait, bool *waited)
          * each after a reconnect of its own (review finding: minutes
          * for nbdkit's threads queued on a server that stays down). */
         c->given_up++;
+        if (patient)
+          /* It did not come back: from now on it is a server gone. */
+          c->server_left = c->leaving = false;
       }
-      if (r == -1 && patient)
-        /* It did not come back: from now on it is a server gone. */
-        c->server_left = c->leaving = false;
       pthread_cond_broadcast (&c->free_cv);
       if (r == -1)
         break;
