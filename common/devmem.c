@@ -3,11 +3,13 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <glob.h>
 #include <inttypes.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,9 +19,15 @@
 
 #define UNIT 4096
 
+/* A raw BAR is mapped from offset 0 by whoever maps it, so two
+ * servers on one BAR would overwrite each other's buffers: the mapping
+ * holds an exclusive flock on the resource file for as long as it
+ * lives (gm_mem_unmap drops it).  p2pmem needs none: every mmap of
+ * p2pmem/allocate is a piece of its own.
+ */
 static int
 map_shared (struct gm_mem *m, const char *path, size_t len, const char *what,
-            char *err, size_t errlen)
+            bool exclusive, char *err, size_t errlen)
 {
   int fd = open (path, O_RDWR | O_CLOEXEC);
   void *p;
@@ -32,13 +40,23 @@ map_shared (struct gm_mem *m, const char *path, size_t len, const char *what,
     errno = e;
     return -1;
   }
+  if (exclusive && flock (fd, LOCK_EX | LOCK_NB) == -1) {
+    e = errno;
+    snprintf (err, errlen, "%s: %s is in use by another gmblock server "
+              "(%s): two on one BAR would overwrite each other's buffers",
+              what, path, e == EWOULDBLOCK ? "it holds the file's lock"
+              : strerror (e));
+    close (fd);
+    errno = e == EWOULDBLOCK ? EBUSY : e;
+    return -1;
+  }
   p = mmap (NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   e = errno;
-  close (fd);                   /* the mapping keeps what it needs */
   if (p == MAP_FAILED) {
+    close (fd);
     snprintf (err, errlen, "%s: mmap of %zu bytes of %s: %s%s", what, len,
               path, strerror (e),
-              strcmp (what, "bar") == 0 && (e == EPERM || e == EINVAL) ?
+              exclusive && (e == EPERM || e == EINVAL) ?
               " (a BAR claimed by its driver maps only with the kernel "
               "option iomem=relaxed, or after unbinding the driver)" : "");
     errno = e;
@@ -47,7 +65,39 @@ map_shared (struct gm_mem *m, const char *path, size_t len, const char *what,
   memset (m, 0, sizeof *m);
   m->addr = m->map = p;
   m->len = m->map_len = len;
+  if (exclusive) {
+    m->locked = true;
+    m->lock_fd = fd;
+  }
+  else
+    close (fd);                 /* the mapping keeps what it needs */
   return 0;
+}
+
+/* Lists in out the functions under pci_path that publish p2pmem;
+ * returns whether there is any.
+ */
+static bool
+other_providers (const char *pci_path, char *out, size_t len)
+{
+  char pattern[PATH_MAX];
+  glob_t g;
+  size_t used = 0;
+
+  *out = '\0';
+  snprintf (pattern, sizeof pattern, "%s/devices/*/p2pmem", pci_path);
+  if (glob (pattern, GLOB_NOSORT, NULL, &g) != 0)
+    return false;
+  for (size_t i = 0; i < g.gl_pathc && used + 1 < len; i++) {
+    const char *end = strrchr (g.gl_pathv[i], '/');
+    const char *bdf = end;
+    while (bdf > g.gl_pathv[i] && bdf[-1] != '/')
+      bdf--;
+    used += snprintf (out + used, len - used, "%s%.*s", i ? ", " : "",
+                      (int) (end - bdf), bdf);
+  }
+  globfree (&g);
+  return *out != '\0';
 }
 
 int
@@ -55,7 +105,7 @@ gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
                       const char *bdf, size_t want, size_t least,
                       char *err, size_t errlen)
 {
-  char dir[PATH_MAX], path[PATH_MAX + 32], buf[32];
+  char dir[PATH_MAX], path[PATH_MAX + 32], buf[32], buf2[256];
   uint64_t avail = 0;
   size_t len;
   FILE *f;
@@ -69,7 +119,16 @@ gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
     return -1;
   }
   snprintf (path, sizeof path, "%s/p2pmem/available", dir);
-  if ((f = fopen (path, "r")) == NULL) {
+  if ((f = fopen (path, "r")) == NULL && other_providers (pci_path, buf2,
+                                                          sizeof buf2)) {
+    snprintf (err, errlen, "p2pmem:%s: the device publishes no p2pmem (no "
+              "%s/p2pmem/), but the kernel has P2PDMA and these devices "
+              "do: %s (gmblock-topology FILE tells which of them the disk "
+              "can reach)", bdf, dir, buf2);
+    errno = ENODEV;
+    return -1;
+  }
+  if (f == NULL) {
     snprintf (err, errlen, "p2pmem:%s: the device publishes no p2pmem (no "
               "%s/p2pmem/): the kernel must be built with "
               "CONFIG_PCI_P2PDMA=y (Linux 6.2 or later; Debian 12's 6.1 and "
@@ -94,7 +153,7 @@ gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
     return -1;
   }
   snprintf (path, sizeof path, "%s/p2pmem/allocate", dir);
-  if (map_shared (m, path, len, "p2pmem", err, errlen) == -1)
+  if (map_shared (m, path, len, "p2pmem", false, err, errlen) == -1)
     return -1;
   m->backing = "p2pmem";
   return 0;
@@ -102,10 +161,11 @@ gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
 
 /* The flags of BAR n from BDF/resource ("start end flags" per line). */
 static int
-bar_flags (const char *pci_path, const char *bdf, int n, unsigned long long *fl)
+bar_flags (const char *pci_path, const char *bdf, int n, unsigned long long *fl,
+           bool *unused)
 {
   char path[PATH_MAX], line[128];
-  unsigned long long start, end;
+  unsigned long long start = 0, end = 0;
   FILE *f;
   int i = 0, r = -1;
 
@@ -118,6 +178,7 @@ bar_flags (const char *pci_path, const char *bdf, int n, unsigned long long *fl)
       break;
     }
   fclose (f);
+  *unused = r == 0 && start == 0 && end == 0 && *fl == 0;
   return r;
 }
 
@@ -173,16 +234,27 @@ gm_devmem_map_bar (struct gm_mem *m, const char *pci_path, const char *bdf,
   const char *taken;
   struct stat st;
   unsigned long long fl;
-  bool p2pmem;
+  bool p2pmem, unused;
   size_t len;
 
   /* Registers sit in non-prefetchable BARs; writing buffers into them
    * would drive the device.  Memory (a CMB, GPU or FPGA memory) is
    * prefetchable.
    */
-  if (bar_flags (pci_path, bdf, bar, &fl) == -1) {
+  if (bar_flags (pci_path, bdf, bar, &fl, &unused) == -1) {
     snprintf (err, errlen, "bar:%s:%d: there is no PCI device %s with a BAR "
               "%d (%s/devices/%s/resource)", bdf, bar, bdf, bar, pci_path, bdf);
+    errno = ENODEV;
+    return -1;
+  }
+  if (unused) {
+    char half[64] = "";
+    if (bar > 0)
+      snprintf (half, sizeof half, ", or it is the upper half of 64-bit "
+                "BAR %d", bar - 1);
+    snprintf (err, errlen, "bar:%s:%d: BAR %d is not implemented: the "
+              "device does not use this slot%s (gmblock-topology lists the "
+              "memory BARs)", bdf, bar, bar, half);
     errno = ENODEV;
     return -1;
   }
@@ -226,7 +298,7 @@ gm_devmem_map_bar (struct gm_mem *m, const char *pci_path, const char *bdf,
     errno = ENOMEM;
     return -1;
   }
-  if (map_shared (m, path, len, "bar", err, errlen) == -1)
+  if (map_shared (m, path, len, "bar", true, err, errlen) == -1)
     return -1;
   m->backing = "PCI BAR";
   return 0;

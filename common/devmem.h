@@ -16,6 +16,9 @@
 
 #include "hugemem.h"
 
+/* The least device memory worth a pool (a few requests' worth). */
+#define GM_DEVMEM_MIN (1024 * 1024)
+
 /* Map up to 'want' bytes (at least 'least') into m.  pci_path is
  * libpci's sysfs.path (the folder holding devices/BDF).  Return 0, or
  * -1 with errno set and a message in err that names what is missing.

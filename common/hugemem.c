@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "hugemem.h"
 #include "sizes.h"
@@ -106,5 +107,7 @@ gm_mem_unmap (struct gm_mem *m)
 {
   if (m->map)
     munmap (m->map, m->map_len);
+  if (m->locked)
+    close (m->lock_fd);
   memset (m, 0, sizeof *m);
 }

@@ -4,6 +4,7 @@
 #ifndef GMBLOCK_HUGEMEM_H
 #define GMBLOCK_HUGEMEM_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 enum gm_huge_mode { GM_HUGE_OFF, GM_HUGE_AUTO, GM_HUGE_ON };
@@ -14,6 +15,8 @@ struct gm_mem {
   void *map;            /* what to munmap */
   size_t map_len;
   const char *backing;  /* "hugetlb 2M pages", "transparent hugepages", "4K pages" */
+  bool locked;          /* lock_fd holds a raw BAR's resource file, */
+  int lock_fd;          /* flock'd while it is mapped (see devmem.c) */
 };
 
 /* Parse "auto", "on", "off" (and nbdkit-style booleans). -1 if unknown. */

@@ -647,13 +647,17 @@ gm_topology_auto_p2pmem (const struct gm_topology *t, char *why, size_t len)
   for (size_t i = 0; i < t->nfn; i++) {
     const struct gm_pci_fn *f = &t->fn[i];
     int rank = 2;               /* 2: all under a switch, 1: same device */
-    bool ok = f->p2pmem && f->p2p_available > 0;
+    bool ok = f->p2pmem && f->p2p_available >= GM_DEVMEM_MIN;
 
     if (!f->p2pmem)
       continue;
     if (f->p2p_available == 0)
       append (why, len, "%s%s has no p2pmem available", *why ? "; " : "",
               f->bdf);
+    else if (!ok)
+      append (why, len, "%s%s has only %" PRIu64 " bytes of p2pmem "
+              "available (a pool needs %d)", *why ? "; " : "", f->bdf,
+              f->p2p_available, GM_DEVMEM_MIN);
     for (size_t s = 0; ok && s < t->nstorage; s++) {
       int via;
       enum gm_path p = gm_topology_path (t, t->storage[s], i, &via);

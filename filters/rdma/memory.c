@@ -77,8 +77,8 @@ device_pool (uint64_t size)
   if (gm_topology_p2pmem_for (NULL, file, gm_rdma_set.pool_bdf,
                               "rdma-pool-memory", bdf, sizeof bdf,
                               paths, sizeof paths, err, sizeof err) == -1 ||
-      gm_devmem_map_p2pmem (&mem, GM_TOPO_DEFAULT_SYSFS, bdf, size, 1 << 20,
-                            err, sizeof err) == -1) {
+      gm_devmem_map_p2pmem (&mem, GM_TOPO_DEFAULT_SYSFS, bdf, size,
+                            GM_DEVMEM_MIN, err, sizeof err) == -1) {
     nbdkit_error (NAME ": %s", err);
     free (file);
     return -1;

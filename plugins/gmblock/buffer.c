@@ -26,8 +26,6 @@
 /* -D gmblock.topology=1 prints the topology at start-up. */
 NBDKIT_DLL_PUBLIC int gmblock_debug_topology = 0;
 
-#define DEVICE_POOL_MIN (1024 * 1024)
-
 int
 gm_buffer_parse (const char *value)
 {
@@ -156,10 +154,10 @@ gm_buffer_setup (void)
 
   if (o->kind == GM_BUFFER_P2PMEM)
     e = gm_devmem_map_p2pmem (&mem, pci_path (), bdf, gm.pool_size,
-                              DEVICE_POOL_MIN, err, sizeof err);
+                              GM_DEVMEM_MIN, err, sizeof err);
   else
     e = gm_devmem_map_bar (&mem, pci_path (), bdf, o->bar, gm.pool_size,
-                           DEVICE_POOL_MIN, err, sizeof err);
+                           GM_DEVMEM_MIN, err, sizeof err);
   if (e == -1) {
     nbdkit_error (GM_NAME ": buffer=%s", err);
     return -1;
