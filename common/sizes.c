@@ -110,11 +110,15 @@ int
 gm_parse_size_or_percent (const char *str, uint64_t whole,
                           uint64_t *out, const char **why)
 {
-  size_t n = str ? strlen (str) : 0;
+  size_t n;
   uint64_t pct;
   const char *p;
 
-  if (n == 0 || str[n - 1] != '%')
+  /* Blanks before the number, as gm_parse_size allows them. */
+  while (str && isspace ((unsigned char) *str))
+    str++;
+  n = str ? strlen (str) : 0;
+  if (n == 0 || (str[n - 1] != '%' && strchr (str, '%') == NULL))
     return gm_parse_size (str, out, why);
 
   p = parse_digits (str, &pct, why);

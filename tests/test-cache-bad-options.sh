@@ -52,7 +52,15 @@ done
 start_fails huge 'gmblock-cache:' 'cache-hugepages=maybe' 'auto, on or off' \
     -- $c gmblock "$f" cache-hugepages=maybe
 # Not ours: the plugin names it.
+# A % that is not at the end was taken for a size's unknown suffix.
+for v in 50%x 5%0; do
+    start_fails "pct_${v//[^a-zA-Z0-9]/_}" "cache-size=$v: a percentage must be a whole number followed by %" \
+        -- $c gmblock "$f" "cache-size=$v"
+done
 start_fails unknown 'gmblock:' "unknown parameter 'foo'" -- $c gmblock "$f" foo=bar
+# Blanks before a percentage, as before a size (it said: expected a number).
+start_server blank $c gmblock "$f" "cache-size= 1%"
+stop_server blank
 
 # Accepted edges: 16 blocks exactly, 4K and 16M blocks, a percentage.
 for opts in "cache-size=1M" "cache-size=64K cache-block-size=4K" \

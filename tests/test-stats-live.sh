@@ -178,6 +178,11 @@ nbdcopy "$(uri live)" "$T/back" || fail "read back"
 cmp -n $((16 << 20)) "$T/back" "$T/data" || fail "data read back differs"
 wait_value "$P/readahead.prom" gmblock_read_bytes_total readahead $((32 << 20))
 wait_value "$P/plugin.prom" gmblock_reads_total plugin 1
+# The pool's takes only grow: counters, not gauges (they were gauges).
+for c in pool_gets pool_waits; do
+    grep -q "^# TYPE gmblock_${c}_total counter" "$P/plugin.prom" ||
+        fail "plugin.prom: $c is not a counter: $(grep "$c" "$P/plugin.prom")"
+done
 
 # Strictly valid exposition text (the Python client's parser).
 for m in plugin cache readahead stripe; do

@@ -259,8 +259,11 @@ cache_get_ready (int thread_model)
    */
   tbl.pool = gm_pool_create (cfg.size, cfg.hugepages, err, sizeof err);
   if (tbl.pool == NULL) {
-    nbdkit_error (CNAME ": cache-size=%s%s: %s",
-                  gm_format_size (cfg.size, s, sizeof s),
+    gm_format_size (cfg.size, s, sizeof s);
+    nbdkit_error (CNAME ": cache-size=%s%s%s%s%s: %s (the cache is mapped and "
+                  "touched whole at start-up: it must fit in free memory)",
+                  size_arg ? size_arg : s, size_arg ? " (" : "",
+                  size_arg ? s : "", size_arg ? ")" : "",
                   cfg.hugepages == GM_HUGE_ON ? ", cache-hugepages=on" : "",
                   err);
     return -1;

@@ -88,6 +88,11 @@ main (void)
   CHECK (gm_parse_size_or_percent ("101%", 1000, &v, &why) == -1);
   CHECK (gm_parse_size_or_percent ("5.5%", 1000, &v, &why) == -1);
   CHECK (gm_parse_size_or_percent ("%", 1000, &v, &why) == -1);
+  CHECK (gm_parse_size_or_percent (" 10%", 1000, &v, &why) == 0);
+  CHECK_EQ_U64 (v, 100);
+  CHECK (gm_parse_size_or_percent ("50%x", 1000, &v, &why) == -1);
+  CHECK (strstr (why, "percentage") != NULL);
+  CHECK (gm_parse_size_or_percent ("   ", 1000, &v, &why) == -1);
 
   {
     static const char *const bad_secs[] = {
