@@ -11,6 +11,7 @@
  * contexts (extents) go through the same lock, because with
  * serialize_all_requests no two calls may overlap anywhere.
  */
+#include <errno.h>
 #include <pthread.h>
 
 #include "cache.h"
@@ -173,8 +174,17 @@ lower_trim (uint32_t count, uint64_t off, uint32_t flags, int *err)
 int
 lower_zero (uint32_t count, uint64_t off, uint32_t flags, int *err)
 {
+  int r;
+
   enter (flags);
-  return leave (flags, lower.next->zero (lower.next, count, off, flags, err));
+  r = lower.next->zero (lower.next, count, off, flags, err);
+  /* A fast zero refused as not fast did nothing and synced nothing:
+   * not a failed flush. */
+  if (r == -1 && (flags & NBDKIT_FLAG_FAST_ZERO) && *err == ENOTSUP) {
+    leave (flags, 0);
+    return -1;
+  }
+  return leave (flags, r);
 }
 
 int

@@ -184,7 +184,11 @@ flush_report (struct conn *c, int r, int *err)
 {
   uint64_t now = atomic_load (&lower_flush_failures);
 
-  if (cfg.unsafe || atomic_exchange (&c->flush_failures_seen, now) == now)
+  /* Only an EIO reply tells the client its writes may be lost; another
+   * error (a fast zero refused with ENOTSUP: nothing was done, zero
+   * slowly) leaves the news for its next flush. */
+  if (cfg.unsafe || (r == -1 && *err != EIO) ||
+      atomic_exchange (&c->flush_failures_seen, now) == now)
     return r;
   if (r == 0) {
     CCOUNT (CS_FLUSH_FAILURES_REPORTED, 1);
