@@ -315,10 +315,16 @@ gm_devmem_dma_error (int e, int is_bar)
       "needs CONFIG_PCI_P2PDMA=y and a driver that publishes the memory"
       : "the kernel refused the pages (no P2PDMA support for them)";
   case EINVAL:
-  case EREMOTEIO:
     return "the kernel refuses peer-to-peer DMA between the disk and the "
       "device: both must sit under one PCIe switch (or behind a host "
       "bridge the kernel whitelists); see gmblock-topology";
+  case EREMOTEIO:
+    /* get_user_pages refuses P2PDMA pages for a block device whose
+     * queue does not take them (measured on 7.3: a loop device). */
+    return "the kernel refused the device's pages for this I/O: the block "
+      "device under the file does not take peer-to-peer pages (on Linux "
+      "7.3 an NVMe namespace, md and a file on ext4 do, a loop device "
+      "does not)";
   default:
     return "unexpected error";
   }

@@ -6,6 +6,8 @@
 # two NVMe devices with no host RAM in between. nbdcopy round trips and
 # an ext4 round trip under nbd-client are byte-exact, and the counters
 # show the bytes landed in device memory (and none in the host pool).
+# A loop device over the namespace is refused, the reason named
+# (EREMOTEIO: its queue does not take peer-to-peer pages).
 # lab-disks: nvme:256M nvme:16M:cmb=16
 # lab-kernel: trixie-backports
 # lab-pci: switch
@@ -53,3 +55,14 @@ stop p2pfs
 dev=$(counter p2pfs dma_device_bytes)
 echo "ext4: dma_device_bytes $dev"
 [ "${dev:-0}" -ge $((32 << 20)) ] || fail "ext4 round trip: dma_device_bytes ${dev:-?}"
+
+# A loop device over the same namespace, on the same switch path: the
+# kernel refuses P2PDMA pages to a queue that does not take them
+# (get_user_pages: EREMOTEIO). The message said the disk and the device
+# did not share a switch, next to the path it had just found allowed.
+load loop
+loop=$(losetup -f --show --direct-io=on "$P2P_PEER_DISK") || fail "losetup over $P2P_PEER_DISK"
+disk=$loop
+refuses loopdev "fails \(Remote I/O error\): the kernel refused the device's pages.*does not take peer-to-peer pages" buffer=p2pmem:$P2P_CMB_BDF
+disk=$P2P_PEER_DISK
+losetup -d "$loop"
