@@ -270,6 +270,17 @@ client=$(counter "$T/p2p.stats" dma_client_bytes)
 [[ $dev -ge $((16 << 20)) && $client == 0 ]] ||
     fail "dma_device_bytes $dev, dma_client_bytes $client: not every read and write went through the provider"
 [[ $hostdma == 0 ]] || fail "dma_pool_bytes $hostdma: host memory was used with buffer=p2pmem"
+# gmblock-cache hands the plugin page-aligned buffers, which a plain
+# nbdkit buffer seldom is: the case where DMA straight into the caller's
+# memory would be tempting.
+start_server p2pc --filter=gmblock-cache gmblock file="$T/disk.img" "$sp" \
+    buffer=p2pmem cache-mode=read stats="$T/p2pc.stats"
+nbdcopy "$(uri p2pc)" - | cmp - "$T/disk.img" || fail "read through the cache and p2pmem differs"
+stop_server p2pc
+dev=$(counter "$T/p2pc.stats" dma_device_bytes)
+client=$(counter "$T/p2pc.stats" dma_client_bytes)
+[[ $dev -ge $((8 << 20)) && $client == 0 ]] ||
+    fail "under gmblock-cache: dma_device_bytes $dev, dma_client_bytes $client: not every read went through the provider"
 [[ $out == "$memcpy" && $out -gt 0 ]] || fail "cpu_copy_from_device_bytes $out != memcpy_read_bytes $memcpy"
 [[ $(counter "$T/p2p.stats" staged_bytes) == 0 ]] || fail "p2pmem staged bytes"
 
