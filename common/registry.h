@@ -22,6 +22,9 @@
 
 /* Keys (letters, digits and '_'). */
 #define GM_REG_SERVED_FILE "SERVED_FILE" /* absolute path gmblock serves */
+/* The gmblock plugin's sysfs.path= (libpci's PCI folder), when given:
+ * filters that look for device memory read the same tree. */
+#define GM_REG_SYSFS_PATH "SYSFS_PATH"
 /* The stripe geometry gmblock-stripe uses, in decimal:
  * "chunk:data_disks:parity:offset" (bytes, count, 0-2, where the export
  * starts in the array in bytes).  Published only when it is active.

@@ -65,35 +65,41 @@ static int
 device_pool (uint64_t size)
 {
   char *file = gm_registry_lookup (GM_REG_SERVED_FILE);
+  /* The plugin's sysfs.path=, so both read one PCI tree. */
+  char *sysfs = gm_registry_lookup (GM_REG_SYSFS_PATH);
+  const char *pci = sysfs ? sysfs : GM_TOPO_DEFAULT_SYSFS;
   char bdf[16], paths[512], err[1024];
   struct gm_mem mem;
+  int r = -1;
 
   if (file == NULL) {
     nbdkit_error (NAME ": rdma-pool-memory=p2pmem needs the gmblock plugin "
                   "below (it names the file it serves, whose disk must "
                   "reach the device memory)");
-    return -1;
+    goto out;
   }
-  if (gm_topology_p2pmem_for (NULL, file, gm_rdma_set.pool_bdf,
+  if (gm_topology_p2pmem_for (pci, file, gm_rdma_set.pool_bdf,
                               "rdma-pool-memory", bdf, sizeof bdf,
                               paths, sizeof paths, err, sizeof err) == -1 ||
-      gm_devmem_map_p2pmem (&mem, GM_TOPO_DEFAULT_SYSFS, bdf, size,
-                            GM_DEVMEM_MIN, err, sizeof err) == -1) {
+      gm_devmem_map_p2pmem (&mem, pci, bdf, size, GM_DEVMEM_MIN,
+                            err, sizeof err) == -1) {
     nbdkit_error (NAME ": %s", err);
-    free (file);
-    return -1;
+    goto out;
   }
-  free (file);
   gm_rdma_pool = gm_pool_create_on (&mem, err, sizeof err);
   if (gm_rdma_pool == NULL) {
     gm_mem_unmap (&mem);
     nbdkit_error (NAME ": rdma-pool-memory=p2pmem (%s): %s", bdf, err);
-    return -1;
+    goto out;
   }
   snprintf (gm_rdma_set.pool_paths, sizeof gm_rdma_set.pool_paths, "%s",
             paths);
   snprintf (desc, sizeof desc, "p2pmem of %s", bdf);
-  return 0;
+  r = 0;
+ out:
+  free (file);
+  free (sysfs);
+  return r;
 }
 
 int

@@ -150,5 +150,11 @@ gm_config_complete (void)
     nbdkit_error (GM_NAME ": publishing file=%s: %m", gm.file);
     return -1;
   }
+  /* For the RDMA filter's device-memory pool. */
+  if (gm.pci_path &&
+      gm_registry_publish (GM_REG_SYSFS_PATH, gm.pci_path) == -1) {
+    nbdkit_error (GM_NAME ": publishing sysfs.path=%s: %m", gm.pci_path);
+    return -1;
+  }
   return gm_buffer_check ();
 }
