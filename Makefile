@@ -128,8 +128,8 @@ $(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS) \
   -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
 $(B)/tests/unit/test-abandoned: UNIT_LDFLAGS = -Wl,--wrap=fdatasync -Wl,--wrap=pwrite
-$(B)/tests/unit/test-bridge-abandon: plugins/gmblock-rdma/bridge.c plugins/gmblock-rdma/bridge.h
-$(B)/tests/unit/test-bridge-abandon: UNIT_LDFLAGS = $(RDMA_LIBS)
+$(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: plugins/gmblock-rdma/bridge.c plugins/gmblock-rdma/bridge.h tests/unit/fake-bridge.h
+$(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: UNIT_LDFLAGS = $(RDMA_LIBS)
 # Stops the SIGUSR1 handler's write, raises the signal as it goes on (see the test).
 $(B)/tests/unit/test-statsout-usr1: UNIT_LDFLAGS = -Wl,--wrap=write -Wl,--wrap=sigaction
 $(B)/tests/unit/test-lost-buffer: plugins/gmblock/io.c plugins/gmblock/engine.c \

@@ -370,12 +370,17 @@ must_tell (struct conn *c)
  * the transport failed, or RUN_TELL.  Every piece has ended when it
  * returns.
  */
+/* run ()'s ring of pieces: up to every credit's piece in flight, and
+ * the one being set up beside them (a review finding: with 128 credits
+ * granted, the 129th piece overwrote the oldest one's entry). */
+#define WINDOW (GM_RP_MAX_CREDITS + 1)
+
 static int
 run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
      uint64_t offset)
 {
   bool data = op == GM_RP_READ || op == GM_RP_WRITE;
-  struct piece win[GM_RP_MAX_CREDITS];
+  struct piece win[WINDOW];
   struct gm_uf_ack ack = { 0 };
   unsigned head = 0, n = 0;
   int res = 0;
@@ -387,7 +392,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
   if (data && count == 0)
     return 0;
   do {
-    struct piece *p = &win[(head + n) % GM_RP_MAX_CREDITS];
+    struct piece *p = &win[(head + n) % WINDOW];
     const struct gm_rp_limits *l = conn_limits (c);
     /* Whole minimum blocks, as the client's request (the max request
      * asked, min(4M, pool=), and so the one granted, may be any size):
@@ -418,7 +423,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
     first = false;
     if (p->slot == -2) {
       collect (c, &win[head], op, &res);
-      head = (head + 1) % GM_RP_MAX_CREDITS;
+      head = (head + 1) % WINDOW;
       n--;
       continue;
     }
@@ -431,7 +436,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
         if (n > 0) {
           conn_unreserve (c, p->slot);
           collect (c, &win[head], op, &res);
-          head = (head + 1) % GM_RP_MAX_CREDITS;
+          head = (head + 1) % WINDOW;
           n--;
           continue;
         }
@@ -466,7 +471,7 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
 
   while (n > 0) {
     collect (c, &win[head], op, &res);
-    head = (head + 1) % GM_RP_MAX_CREDITS;
+    head = (head + 1) % WINDOW;
     n--;
   }
   /* A write is acknowledged to the client only when every piece

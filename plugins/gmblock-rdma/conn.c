@@ -1187,9 +1187,15 @@ conn_collect (struct conn *c, int slot)
 int
 conn_collect_count (struct conn *c, int slot, uint32_t *count)
 {
-  struct slot *s = &c->slots[slot];
+  struct slot *s;
   int r;
 
+  /* A caller's bug must not reach beside the array. */
+  if (slot < 0 || slot >= GM_RP_MAX_CREDITS) {
+    nbdkit_error (NAME ": internal error: collecting slot %d", slot);
+    return EIO;
+  }
+  s = &c->slots[slot];
   pthread_mutex_lock (&c->m);
   while (!s->done)
     pthread_cond_wait (&s->done_cv, &c->m);

@@ -53,22 +53,7 @@ static unsigned die_at_unreserve, break_after;
 static struct gm_ab_node *rebroken;
 static int last_error;          /* nbdkit_set_error's */
 
-struct conn *
-conn_open (void)
-{
-  return NULL;
-}
-
-void
-conn_close (struct conn *c)
-{
-}
-
-const struct gm_rp_limits *
-conn_limits (const struct conn *c)
-{
-  return &c->lim;
-}
+#include "fake-bridge.h"
 
 unsigned
 conn_credits (const struct conn *c)
@@ -152,88 +137,16 @@ conn_collect_count (struct conn *c, int slot, uint32_t *count)
   return conn_collect (c, slot);
 }
 
-void
-conn_acked (struct conn *c, const struct gm_uf_ack *ack)
-{
-}
-
-void
-conn_flush_begin (struct conn *c, struct gm_uf_flush *f)
-{
-}
-
-bool
-conn_flush_lost (struct conn *c, const struct gm_uf_flush *f)
-{
-  return false;
-}
-
-int
-mem_check_odp (char *why, size_t whylen)
-{
-  return 0;
-}
-
 uint32_t
 mem_max_request (void)
 {
   return 1 << 20;
 }
 
-int
-mem_get (void *user, uint32_t len, bool wait, struct buf_ref *b)
-{
-  *b = (struct buf_ref) { .addr = user, .len = len, .ent = -1 };
-  return 0;
-}
-
-int
-mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b)
-{
-  static char extents[4096];
-
-  *b = (struct buf_ref) { .addr = extents, .len = len, .ent = -1 };
-  return 0;
-}
-
-void
-mem_put (struct buf_ref *b)
-{
-}
-
-void
-mem_unload (void)
-{
-}
-
-/* What bridge.c and the common library call of nbdkit. */
-void
-nbdkit_debug (const char *fs, ...)
-{
-}
-
-void
-nbdkit_error (const char *fs, ...)
-{
-}
-
 void
 nbdkit_set_error (int err)
 {
   last_error = err;
-}
-
-char *
-nbdkit_absolute_path (const char *path)
-{
-  return strdup (path);
-}
-
-int
-nbdkit_add_extent (struct nbdkit_extents *ex, uint64_t offset,
-                   uint64_t length, uint32_t type)
-{
-  return 0;
 }
 
 #define I1 0x1111
