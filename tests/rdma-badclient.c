@@ -14,6 +14,10 @@
  *                client, and writes nothing (the scenario reads the disk
  *                back: its RDMA READ failed, the pool buffer holds no
  *                data of ours)
+ *   split-short-mr  a 1M READ (cut into pieces by the server) whose
+ *                rkey covers its first 256K only: the later pieces fail
+ *                at our NIC, the server drops the client and gets every
+ *                piece's pool memory back
  *   past-end     a READ past the end of the export: error reply EINVAL,
  *                and then a valid READ on the same connection succeeds
  *   full         connect to a server already serving rdma-max-clients
@@ -406,6 +410,21 @@ main (int argc, char **argv)
         break;
       }
     return 0;
+  }
+  if (strcmp (c, "split-short-mr") == 0) {
+    /* A 1M READ, which the server cuts into pieces (alone on its
+     * connection), whose rkey covers only the first 256K: piece 0
+     * lands, the later ones fail at our NIC.  We must be dropped and
+     * every piece's pool memory come back. */
+    struct ibv_mr *small = ibv_reg_mr (pd, mem + 4096, 256 * 1024,
+                                       IBV_ACCESS_LOCAL_WRITE |
+                                       IBV_ACCESS_REMOTE_WRITE);
+    if (small == NULL)
+      die ("ibv_reg_mr of 256K");
+    r = read_req (1, 0, BUF);
+    r.rkey = small->rkey;
+    gm_rp_encode_request (&r, mem);
+    return expect_drop (c);
   }
   if (strcmp (c, "past-end") == 0) {
     r.offset = rp.lim.size;     /* well formed, but past the end */

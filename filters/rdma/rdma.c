@@ -600,11 +600,12 @@ on_gone (struct rdma_cm_id *id)
 
   if (c == NULL || c->gone)
     return;
+  /* Fenced before the disconnect, so before the client can see the
+   * break, and before the next connect request is taken (fence.c): a
+   * bridge restarted at once must find this one fenced. */
+  gm_rdma_client_ending (c);
   rdma_disconnect (id);
   c->gone = true;
-  /* Before the next connect request is taken (fence.c): a bridge
-   * restarted at once must find this one fenced. */
-  gm_rdma_client_ending (c);
   nbdkit_debug (NAME ": %s disconnected", c->peer);
 }
 

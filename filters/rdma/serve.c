@@ -264,6 +264,13 @@ run_piece (struct client *c, struct req *q, unsigned p)
   pthread_mutex_lock (&c->lock);
   err = q->error;
   pthread_mutex_unlock (&c->lock);
+  /* A client gone or dropped (its queue pair in error) gets nothing
+   * more: the pieces not begun are not read from the disk for it, with
+   * its buffer held (a review finding: every piece was). */
+  if (err == 0 && c->stop) {
+    set_error (c, q, EIO);
+    err = EIO;
+  }
   if (err == 0) {
     q->disk[p].start = gm_now_ns ();
     r = next->pread (next, (uint8_t *) q->buf + pc->off, pc->len,
@@ -909,8 +916,9 @@ gm_rdma_client_run (void *arg)
        * still posted completes (flushed), workers leave. */
       ending = true;
       deadline = gm_now_ns () + 5000000000ull;
-      gm_rdma_disconnect (c->id);
+      /* Fenced before the client can see the break (fence.c). */
       gm_rdma_client_ending (c);
+      gm_rdma_disconnect (c->id);
     }
     pthread_mutex_lock (&c->lock);
     if (c->running == 0) {

@@ -300,6 +300,8 @@ static const struct {
     "TRIM: buffer given to an op without data" },
   { { OP (GM_RP_FLUSH, 0, 0), .buf_len = 5 }, ALL, -1,
     "FLUSH: buffer given to an op without data" },
+  { { OP (GM_RP_CACHE, 0, 4096), .addr = 4096 }, ALL, -1,
+    "CACHE: buffer given to an op without data" },
 
   /* Well formed but refused by this export: an error reply. */
   { { RD (64 * M - 4095, 4096) }, ALL, GM_RP_EINVAL,

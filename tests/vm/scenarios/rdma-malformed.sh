@@ -2,7 +2,8 @@
 # a connection through the gmblock-rdma bridge, tests/rdma-badclient
 # sends a bad hello, a short SEND, an unknown opcode, a nonzero reserved
 # byte, a READ with a foreign rkey, a WRITE with a foreign rkey (which
-# must write nothing: its data never came), a READ from a client that
+# must write nothing: its data never came), a READ cut into pieces whose
+# later pieces fall outside the client's memory region, a READ from a client that
 # posts no receive for its reply (each must drop that client only) and a READ
 # past the end (an EINVAL reply, the connection lives on), and a READ
 # that finds the server's one request slot still held by a reply that
@@ -26,7 +27,7 @@ serve srv 10809 /dev/vda --filter=gmblock-rdma -- rdma=10.77.0.1 rdma-stats="$LA
 bridge br 10.77.0.1
 must nbdcopy "$LAB_RUN/a.img" "nbd+unix:///?socket=$LAB_RUN/br.sock"
 attach /dev/nbd0 "$LAB_RUN/br.sock"
-for c in bad-hello short-send bad-op bad-reserved bad-rkey bad-rkey-write past-end deferred no-receive; do
+for c in bad-hello short-send bad-op bad-reserved bad-rkey bad-rkey-write split-short-mr past-end deferred no-receive; do
     step "rdma-badclient $c"
     timeout 60 "$bad" 10.77.0.1 10810 "$c" || fail "rdma-badclient $c: the server did not behave"
 done
