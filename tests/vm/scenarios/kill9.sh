@@ -1,7 +1,11 @@
 # The server dies (kill -9) while the kernel client is writing; it is
 # restarted and the client reconnects. After journal replay the
 # filesystem must be clean and everything synced before the kill intact:
-# only what the client had not yet flushed may be lost.
+# only what the client had not yet flushed may be lost. A kill -9 of the
+# process cannot lose what the kernel already took, so this shows that
+# acknowledged writes had reached the disk's page of the kernel, not that
+# a flush made them durable (a flush that skips its fdatasync passes
+# here): powerfail (the guest itself cut off) checks that.
 # lab-disks: virtio:512M
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"

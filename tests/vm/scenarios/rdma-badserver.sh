@@ -23,10 +23,24 @@ for c in refuse-ok refuse-forged refuse-nonul bad-handle bad-count bad-error bye
     grep -q listening "$out" || fail "rdma-badserver $c did not start: $(cat "$out")"
     bridge "b-$c" 10.77.0.1:$port
     rc=0
+    t0=${EPOCHREALTIME/./}
     timeout 120 python3 -m nbd -u "nbd+unix:///?socket=$LAB_RUN/b-$c.sock" \
         -c "h.pread(4096, 0)" >"$LAB_OUT/$c.client.out" 2>&1 || rc=$?
+    took=$(( (${EPOCHREALTIME/./} - t0) / 1000000 ))
     [ $rc = 124 ] && fail "$c: the read through the bridge hung"
     [ $rc = 0 ] && fail "$c: the read through the bridge succeeded"
+    # In time: each case took at most 12 s in CI (6 tries for a
+    # malformed refusal included).
+    [ $took -le 60 ] || fail "$c: the client's error took $took s"
+    # The failure the case is about, not any failure: a refused server
+    # leaves the bridge without an export (the handshake fails), a bad
+    # reply fails the read with EIO.
+    case $c in
+    refuse-*) want="handshake: server has no export" ;;
+    *) want="nbd_pread: .*Input/output error" ;;
+    esac
+    grep -q "$want" "$LAB_OUT/$c.client.out" ||
+        fail "$c: the client did not fail with /$want/: $(tail -1 "$LAB_OUT/$c.client.out")"
     kill -0 "$(server_pid "b-$c")" 2>/dev/null || fail "$c: the bridge died"
     log=$LAB_OUT/b-$c.nbdkit.log
     case $c in
