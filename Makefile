@@ -27,11 +27,16 @@ endif
 
 PLUGINDIR := $(shell pkg-config --variable=plugindir nbdkit 2>/dev/null)
 FILTERDIR := $(shell pkg-config --variable=filterdir nbdkit 2>/dev/null)
-BINDIR    ?= /usr/local/bin
-MANDIR    ?= /usr/local/share/man
+GMBLOCK_VERSION := $(shell sed -n 's/^\#define GMBLOCK_VERSION "\(.*\)"/\1/p' common/version.h)
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+MANDIR    ?= $(PREFIX)/share/man
+DOCDIR    ?= $(PREFIX)/share/doc/gmblock
 # Searched by systemd after /etc/systemd/system (systemd-analyze unit-paths).
-SYSTEMDUNITDIR ?= /usr/local/lib/systemd/system
+SYSTEMDUNITDIR ?= $(PREFIX)/lib/systemd/system
 SYSTEMD_UNITS  := contrib/systemd/gmblock@.service contrib/systemd/gmblock@.socket
+# What the units' README and settings file explain, beside the units.
+SYSTEMD_DOCS   := contrib/systemd/README.md contrib/systemd/example.conf
 
 COMMON_SRC := $(wildcard common/*.c)
 PLUGIN_SRC := $(wildcard plugins/gmblock/*.c)
@@ -73,7 +78,7 @@ all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdm
 man: $(MAN_PAGES)
 $(B)/man/man1/%.1: %.pod
 	@mkdir -p $(@D)
-	pod2man --errors=die --section=1 --center=gmblock --release=gmblock \
+	pod2man --errors=die --section=1 --center=gmblock --release="gmblock $(GMBLOCK_VERSION)" \
 	        --name=$(basename $(notdir $@)) $< $@
 
 $(B)/%.o: %.c $(wildcard common/*.h plugins/*/*.h filters/*/*.h)
@@ -228,17 +233,21 @@ install: modules
 	$(if $(FILTER_SO),install -m 755 $(FILTER_SO) $(DESTDIR)$(FILTERDIR)/)
 	install -d $(DESTDIR)$(SYSTEMDUNITDIR)
 	install -m 644 $(SYSTEMD_UNITS) $(DESTDIR)$(SYSTEMDUNITDIR)/
+	install -d $(DESTDIR)$(DOCDIR)/systemd
+	install -m 644 $(SYSTEMD_DOCS) $(DESTDIR)$(DOCDIR)/systemd/
 
 uninstall:
 	rm -f $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-plugin.so $(DESTDIR)$(PLUGINDIR)/nbdkit-gmblock-rdma-plugin.so
 	rm -f $(DESTDIR)$(BINDIR)/gmblock-topology
 	rm -f $(addprefix $(DESTDIR)$(MANDIR)/man1/,$(notdir $(MAN_PAGES)))
 	rm -f $(addprefix $(DESTDIR)$(SYSTEMDUNITDIR)/,$(notdir $(SYSTEMD_UNITS)))
+	rm -f $(addprefix $(DESTDIR)$(DOCDIR)/systemd/,$(notdir $(SYSTEMD_DOCS)))
+	-rmdir $(DESTDIR)$(DOCDIR)/systemd $(DESTDIR)$(DOCDIR) 2>/dev/null
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
 	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver
-	rm -f $(foreach f,$(FILTERS),filters/$(f)/*.o)
+	rm -f $(foreach f,$(FILTERS),$(B)/filters/$(f)/*.o)
 	rm -rf $(B)/man
 	rm -rf .build-sanitize .build-tsan
 

@@ -15,6 +15,10 @@ plugindir=$(pkg-config --variable=plugindir nbdkit)
 filterdir=$(pkg-config --variable=filterdir nbdkit)
 nbdkit_version=$(dpkg-query -W -f='${Version}' nbdkit)
 version=$(cd "$top" && dpkg-parsechangelog -S Version)
+# One version everywhere: what the modules and gmblock-topology report.
+src_version=$(sed -n 's/^#define GMBLOCK_VERSION "\(.*\)"/\1/p' "$top/common/version.h")
+[[ $version == "$src_version" ]] ||
+    fail "debian/changelog says $version, common/version.h $src_version"
 [[ -n $plugindir && -n $filterdir && -n $nbdkit_version && -n $version ]] ||
     fail "cannot read nbdkit's directories and version or the package version"
 # pkg-config's directories are the ones nbdkit searches for short names.
@@ -77,11 +81,17 @@ for p in "$top"/plugins/*/*.pod "$top"/plugins/*/cmd/*.pod "$top"/filters/*/*.po
     want+=("/usr/share/man/man1/$(basename "$p" .pod).1.gz")
 done
 want+=(/lib/systemd/system/gmblock@.service /lib/systemd/system/gmblock@.socket)
+# The units' README and settings file, which the units and README.md
+# point at (they were left out of the package).
+want+=(/usr/share/doc/nbdkit-gmblock/systemd/README.md.gz
+       /usr/share/doc/nbdkit-gmblock/systemd/example.conf)
 want+=(/usr/bin/gmblock-topology /usr/share/doc/nbdkit-gmblock/README.md.gz
        /usr/share/doc/nbdkit-gmblock/copyright /usr/share/doc/nbdkit-gmblock/changelog.gz)
 [[ ${#want[@]} -ge 17 ]] || fail "only ${#want[@]} files expected: is the tree complete?"
 for f in "${want[@]}"; do [[ -f $root$f ]] || fail "$f is not in the package"; done
 [[ -x $root/usr/bin/gmblock-topology ]] || fail "gmblock-topology is not executable"
+[[ $("$root/usr/bin/gmblock-topology" --version) == "gmblock-topology $version" ]] ||
+    fail "gmblock-topology --version: $("$root/usr/bin/gmblock-topology" --version 2>&1)"
 grep -q 'Redistribution and use in source and binary forms' "$root/usr/share/doc/nbdkit-gmblock/copyright" ||
     fail "the copyright file lacks the BSD licence text"
 info "${#want[@]} files where nbdkit, man and dpkg look"
@@ -91,6 +101,7 @@ info "${#want[@]} files where nbdkit, man and dpkg look"
 n=0
 for so in "$root$plugindir"/*.so; do
     nbdkit "$so" --dump-plugin >"$T/dump" 2>&1 || fail "nbdkit cannot load $so: $(cat "$T/dump")"
+    grep -qx "version=$version" "$T/dump" || fail "$so reports $(grep '^version=' "$T/dump"), not $version"
     n=$((n + 1))
 done
 for so in "$root$filterdir"/*.so; do

@@ -24,6 +24,19 @@ udir=$T/root/usr/local/lib/systemd/system
 for f in gmblock@.service gmblock@.socket; do
     cmp "$units/$f" "$udir/$f" || fail "make install did not install $f into $udir"
 done
+for f in README.md example.conf; do
+    cmp "$units/$f" "$T/root/usr/local/share/doc/gmblock/systemd/$f" ||
+        fail "make install did not install the units' $f into DOCDIR"
+done
+# PREFIX= moves what is not nbdkit's; uninstall takes back all it put.
+make -s -C "$top" B="$bld" ${GMBLOCK_SANITIZE:+SANITIZE=1} ${GMBLOCK_TSAN:+TSAN=1} install \
+    DESTDIR="$T/opt" PREFIX=/opt/gm >"$T/install2.log" 2>&1 || fail "make install PREFIX=: $(cat "$T/install2.log")"
+[[ -f $T/opt/opt/gm/lib/systemd/system/gmblock@.service && -x $T/opt/opt/gm/bin/gmblock-topology ]] ||
+    fail "PREFIX=/opt/gm: $(cd "$T/opt" && find . -type f | head -5)"
+make -s -C "$top" B="$bld" uninstall DESTDIR="$T/opt" PREFIX=/opt/gm >"$T/uninstall.log" 2>&1 ||
+    fail "make uninstall: $(cat "$T/uninstall.log")"
+left=$(cd "$T/opt" && find . -type f)
+[[ -z $left ]] || fail "make uninstall left: $left"
 out=$(systemd-analyze verify --man=no "$udir/gmblock@disk.service" \
       "$udir/gmblock@disk.socket" 2>&1) || fail "systemd-analyze verify: $out"
 [[ -z $out ]] || fail "systemd-analyze verify warns: $out"

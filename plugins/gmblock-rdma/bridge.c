@@ -32,6 +32,7 @@
 #include "bridge.h"
 #include "hugemem.h"
 #include "sizes.h"
+#include "version.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 #define DEFAULT_CREDITS 16
@@ -829,6 +830,7 @@ bridge_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
 static struct nbdkit_plugin plugin = {
   .name = NAME,
   .longname = "gmblock RDMA client bridge",
+  .version = GMBLOCK_VERSION,
   .config = bridge_config,
   .config_complete = bridge_config_complete,
   .config_help = BRIDGE_CONFIG_HELP,

@@ -16,6 +16,7 @@
 #include "gmblock.h"
 #include "registry.h"
 #include "sizes.h"
+#include "version.h"
 
 #define DEFAULT_POOL (32u * 1024 * 1024)
 #define BATCH_MAX (8u * 1024 * 1024)
@@ -424,7 +425,7 @@ gm_can_cache (void *handle)
 static struct nbdkit_plugin plugin = {
   .name = GM_NAME,
   .longname = "gmblock io_uring O_DIRECT block server",
-  .version = "0.1",
+  .version = GMBLOCK_VERSION,
   .description = "Serve a file or block device with io_uring and O_DIRECT.",
   .unload = gm_unload,
   .config = gm_config,

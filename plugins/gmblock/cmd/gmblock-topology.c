@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "topology.h"
+#include "version.h"
 
 static void
 usage (FILE *fp)
@@ -24,7 +25,8 @@ usage (FILE *fp)
            "          DIR (default " GM_TOPO_DEFAULT_SYSFS "); the sysfs root\n"
            "          is DIR without /bus/pci\n"
            "  --keys  print gmblock_*=VALUE lines, as nbdkit gmblock\n"
-           "          --dump-plugin does\n");
+           "          --dump-plugin does\n"
+           "  --version  print gmblock's version\n");
 }
 
 int
@@ -33,6 +35,7 @@ main (int argc, char **argv)
   static const struct option longopts[] = {
     { "keys", no_argument, NULL, 'k' },
     { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
   };
   const char *pci_path = NULL;
@@ -56,6 +59,9 @@ main (int argc, char **argv)
       break;
     case 'h':
       usage (stdout);
+      return 0;
+    case 'V':
+      printf ("gmblock-topology %s\n", GMBLOCK_VERSION);
       return 0;
     default:
       usage (stderr);
