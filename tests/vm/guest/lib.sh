@@ -189,14 +189,18 @@ counter_above() {
     [ "$2" -gt "$3" ] || fail "$1 = $2, not above $3: $4"
 }
 
-# stop NAME [SIGNAL]: stop a server started by serve and wait for it.
-# nbdkit does not exit on SIGTERM while a client stays connected: detach
-# first. A server that still lingers after 30 s fails the scenario, and
-# so does one that died of another signal than SIGNAL: a crash (in a
-# module's .close or .unload, or earlier), which no log of its own says.
+# stop NAME [SIGNAL [STATUS]]: stop a server started by serve and wait
+# for it. nbdkit does not exit on SIGTERM while a client stays
+# connected: detach first. A server that still lingers after 30 s fails
+# the scenario, and so does one that died of another signal than SIGNAL:
+# a crash (in a module's .close or .unload, or earlier), which no log of
+# its own says; and one that exits with another status than STATUS (0:
+# gmblock-cache exits 1 when its last write-back fails, data lost at
+# shutdown, which went unnoticed before). A server already gone (no pid
+# file) fails too.
 stop() {
     local pid i rc=0
-    pid=$(server_pid "$1") || return 0
+    pid=$(server_pid "$1") || fail "stop $1: no such server (no pid file)"
     kill -"${2:-TERM}" "$pid" 2>/dev/null
     for i in $(seq 300); do
         kill -0 "$pid" 2>/dev/null || break
@@ -210,6 +214,9 @@ stop() {
     rm -f "$LAB_RUN/$1.pid"
     if [ "$rc" -gt 128 ] && [ "$rc" != $((128 + $(kill -l "${2:-TERM}"))) ]; then
         fail "server $1 died of signal $((rc - 128)) (exit $rc; see $1.nbdkit.log)"
+    fi
+    if [ "$rc" -le 128 ] && [ "$rc" != "${3:-0}" ]; then
+        fail "server $1 exited with status $rc, not ${3:-0} (see $1.nbdkit.log)"
     fi
 }
 

@@ -558,7 +558,7 @@ serve srv 10809 /dev/vda "${s1_args[@]}"
 bridge br 10.77.0.1
 lost_writer 2d
 touch "$trig"
-stop srv        # exits 1: its last write-back fails too
+stop srv TERM 1 # exits 1: its last write-back fails too
 rm -f "$trig"
 cp "$LAB_OUT/srv.rdma-stats" "$LAB_OUT/srv-2d.rdma-stats"
 serve srv 10809 /dev/vda "${s1_args[@]}"
