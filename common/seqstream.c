@@ -446,6 +446,12 @@ gm_seq_invalidate (struct gm_seq_table *t, uint64_t offset, uint64_t len,
       if (a < s->next)
         a = s->next;
       b = end < we ? end : we;
+      /* Pieces are claimed in queue order: those not claimed yet are
+       * sent after this write and read its data (a review finding: they
+       * were counted invalidated and fetched twice). */
+      if (w->state == GM_WIN_INFLIGHT &&
+          b > w->start + w->issued + w->skipped)
+        b = w->start + w->issued + w->skipped;
       if (b <= a)
         continue;
       a = gm_round_down (a, align);

@@ -255,18 +255,30 @@ test_invalidate_same_block_again (void)
   check_ledger_balances ();
 }
 
+/* A stream of three 4K reads from 0: its first window, [64K,128K), is
+ * queued as one piece, not yet claimed.  Returns its id.
+ */
+static uint32_t
+queue_first_window (void)
+{
+  struct gm_seq_issue is;
+
+  setup (1024 * M);
+  read_and_complete (0, 4096, &is);
+  read_and_complete (4096, 4096, &is);
+  CHECK (gm_seq_read (&t, 8192, 4096, UINT64_MAX, &is));
+  CHECK (is.win != NULL);
+  is.win->pieces_left = 1;
+  return is.win->id;
+}
+
 static void
 test_claim_skips_passed_and_dropped (void)
 {
   struct gm_seq_issue is;
   uint32_t id;
 
-  setup (1024 * M);
-  read_and_complete (0, 4096, &is);
-  read_and_complete (4096, 4096, &is);
-  CHECK (gm_seq_read (&t, 8192, 4096, UINT64_MAX, &is));
-  id = is.win->id;
-  is.win->pieces_left = 1;
+  id = queue_first_window ();
   /* The reader runs past the queued window before a worker gets to it. */
   for (uint64_t off = 12288; off < 132 * K; off += 4096)
     gm_seq_read (&t, off, 4096, 0, &is);      /* room 0: nothing queued */
@@ -502,6 +514,67 @@ test_invalidate_room_in_pieces (void)
   check_ledger_balances ();
 }
 
+/* A window of four 64K pieces, only the first sent below: a write into
+ * the fourth is read by that piece when it goes, after the write.
+ * Nothing is invalidated and no refill is queued (it counted 4K
+ * invalidated and fetched the block twice); a write into the first,
+ * already sent, is invalidated and fetched again.
+ */
+static void
+test_invalidate_unsent_piece (void)
+{
+  struct gm_seq_issue is, refill[4];
+  uint64_t dropped;
+  uint32_t id;
+
+  setup (1024 * M);
+  t.cfg.align = 4 * K;
+  t.cfg.piece = 64 * K;
+  t.cfg.ra_min = t.cfg.ra_max = 256 * K;
+  read_and_complete (0, 4096, &is);
+  read_and_complete (4096, 4096, &is);
+  CHECK (gm_seq_read (&t, 8192, 4096, M, &is));
+  CHECK (is.win != NULL);
+  CHECK_EQ_U64 (is.len, 256 * K);
+  id = is.win->id;
+  is.win->pieces_left = 4;
+  CHECK (gm_seq_claim (&t, is.stream, id, is.start, 64 * K));
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, is.start + 200 * K, 4096, M,
+                                   refill, 4, &dropped), 0);
+  CHECK_EQ_U64 (dropped, 0);
+  CHECK_EQ_U64 (gm_seq_invalidate (&t, is.start + 16 * K, 4096, M,
+                                   refill, 4, &dropped), 1);
+  CHECK_EQ_U64 (dropped, 4 * K);
+  refill[0].win->pieces_left = 1;
+  for (int p = 1; p < 4; p++)
+    CHECK (gm_seq_claim (&t, is.stream, id, is.start + p * 64 * K, 64 * K));
+  gm_seq_retire_all (&t);
+  CHECK_EQ_U64 (t.ledger.invalidated, 4 * K);
+  check_ledger_balances ();
+}
+
+/* A stream idle for more than stale_ticks reads: its queued pieces are
+ * not sent (cancelled), whatever else the table did meanwhile.
+ */
+static void
+test_claim_skips_stale_stream (void)
+{
+  struct gm_seq_issue is;
+  uint32_t id;
+
+  id = queue_first_window ();
+  /* Another reader, sequential far away (one stream slot: stream 0
+   * keeps its own), for longer than stale_ticks; room 0 queues
+   * nothing. */
+  for (unsigned i = 0; i <= t.cfg.stale_ticks + 1; i++)
+    gm_seq_read (&t, 512 * M + (uint64_t) i * 4096, 4096, 0, &is);
+  CHECK (!streams[0].win[0].orphan);
+  CHECK (!gm_seq_claim (&t, 0, id, 64 * K, 64 * K));
+  CHECK_EQ_U64 (t.ledger.cancelled, 64 * K);
+  gm_seq_retire_all (&t);
+  check_ledger_balances ();
+}
+
 int
 main (void)
 {
@@ -514,6 +587,8 @@ main (void)
   test_invalidate_room_in_pieces ();
   test_invalidate_same_block_again ();
   test_claim_skips_passed_and_dropped ();
+  test_invalidate_unsent_piece ();
+  test_claim_skips_stale_stream ();
   test_dedup_and_failure ();
   test_dedup_window_inside ();
   test_failed_piece_counts_only_itself ();
