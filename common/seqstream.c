@@ -373,7 +373,7 @@ gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
 
 void
 gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
-             uint64_t piece_len, bool ok)
+             uint64_t piece_len, enum gm_seq_outcome how)
 {
   struct gm_seq_stream *s;
   struct gm_seq_window *w = lookup (t, stream, id, &s);
@@ -384,9 +384,11 @@ gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
     uint64_t len = piece_len < w->inflight ? piece_len : w->inflight;
     w->inflight -= len;
     w->inflight_pieces--;
-    if (!ok) {
+    if (how != GM_SEQ_OK) {
       /* Bytes that failed were never prefetched, so a write cannot have
-       * invalidated them: take back what would count them twice.
+       * invalidated them: take back what would count them twice.  The
+       * window holds aborted bytes as failed too (neither is valid);
+       * the ledger calls them cancelled.
        */
       if (w->invalidated + w->failed + len > w->issued) {
         uint64_t over = w->invalidated + w->failed + len - w->issued;
@@ -394,7 +396,10 @@ gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
         t->ledger.invalidated -= over;
       }
       w->failed += len;
-      t->ledger.failed += len;
+      if (how == GM_SEQ_ABORTED)
+        t->ledger.cancelled += len;
+      else
+        t->ledger.failed += len;
     }
   }
   w->pieces_left--;

@@ -127,12 +127,19 @@ bool gm_seq_read (struct gm_seq_table *t, uint64_t offset, uint32_t len,
 bool gm_seq_claim (struct gm_seq_table *t, unsigned stream, uint32_t id,
                    uint64_t piece_off, uint64_t piece_len);
 
-/* A claimed piece of piece_len bytes completed (ok) or failed below.  A
- * failed piece counts exactly its own bytes as failed; the window's
- * other pieces stay prefetched.
+/* How a claimed piece ended below. */
+enum gm_seq_outcome {
+  GM_SEQ_OK,
+  GM_SEQ_FAILED,
+  GM_SEQ_ABORTED,   /* cut short by the server shutting down */
+};
+
+/* A claimed piece of piece_len bytes ended.  A failed piece counts
+ * exactly its own bytes as failed, an aborted one as cancelled (nothing
+ * went wrong below); the window's other pieces stay prefetched.
  */
 void gm_seq_done (struct gm_seq_table *t, unsigned stream, uint32_t id,
-                  uint64_t piece_len, bool ok);
+                  uint64_t piece_len, enum gm_seq_outcome how);
 
 /* A write, trim or zero changed [offset, offset+len).  The aligned
  * blocks of it inside completed or in-flight windows still ahead of

@@ -60,6 +60,7 @@ worker_run (void *arg)
   pthread_mutex_lock (&ra_lock);
   for (;;) {
     struct ra_piece p;
+    enum gm_seq_outcome how;
     int err = 0, r;
 
     while (ring_len == 0 && !stopping)
@@ -75,17 +76,26 @@ worker_run (void *arg)
 
     r = w->next->cache (w->next, p.len, p.offset, 0, &err);
     RCOUNT (RS_PREFETCH_REQUESTS, 1);
-    if (r == 0)
+    if (r == 0) {
       RCOUNT (RS_PREFETCH_BYTES, p.len);
+      how = GM_SEQ_OK;
+    }
+    else if (err == ESHUTDOWN)
+      /* A layer below that waits with nbdkit_nanosleep (the delay
+       * filter, say) gives up when nbdkit begins to shut down: the
+       * piece was cut short, nothing failed.
+       */
+      how = GM_SEQ_ABORTED;
     else {
       RCOUNT (RS_PREFETCH_ERRORS, 1);
       nbdkit_debug (RNAME ": prefetch %u bytes at %llu failed: %s "
                     "(ignored)", p.len, (unsigned long long) p.offset,
                     strerror (err ? err : EIO));
+      how = GM_SEQ_FAILED;
     }
 
     pthread_mutex_lock (&ra_lock);
-    gm_seq_done (&table, p.stream, p.win_id, p.len, r == 0);
+    gm_seq_done (&table, p.stream, p.win_id, p.len, how);
   }
   pthread_mutex_unlock (&ra_lock);
   return NULL;

@@ -33,7 +33,7 @@ read_and_complete (uint64_t off, uint32_t len, struct gm_seq_issue *is)
     uint32_t id = is->win->id;
     is->win->pieces_left = 1;
     CHECK (gm_seq_claim (&t, is->stream, id, is->start, is->len));
-    gm_seq_done (&t, is->stream, id, is->len, true);
+    gm_seq_done (&t, is->stream, id, is->len, GM_SEQ_OK);
   }
   return true;
 }
@@ -189,7 +189,7 @@ complete_refill (struct gm_seq_issue *r, uint64_t off, uint64_t len)
   CHECK_EQ_U64 (r->len, len);
   r->win->pieces_left = 1;
   CHECK (gm_seq_claim (&t, 0, r->win->id, off, len));
-  gm_seq_done (&t, 0, r->win->id, len, true);
+  gm_seq_done (&t, 0, r->win->id, len, GM_SEQ_OK);
 }
 
 static void
@@ -317,7 +317,7 @@ test_dedup_and_failure (void)
   CHECK (gm_seq_read (&t, 8192, 4096, UINT64_MAX, &is));
   is.win->pieces_left = 1;
   CHECK (gm_seq_claim (&t, is.stream, is.win->id, is.start, is.len));
-  gm_seq_done (&t, is.stream, is.win->id, is.len, false);
+  gm_seq_done (&t, is.stream, is.win->id, is.len, GM_SEQ_FAILED);
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
   check_ledger_balances ();
 }
@@ -398,10 +398,10 @@ test_failed_piece_counts_only_itself (void)
   uint32_t id = w->id;
 
   claim_all_64k (id);
-  gm_seq_done (&t, 0, id, 64 * K, true);
-  gm_seq_done (&t, 0, id, 64 * K, false);   /* one piece of four fails */
-  gm_seq_done (&t, 0, id, 64 * K, true);
-  gm_seq_done (&t, 0, id, 64 * K, true);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_OK);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_FAILED);   /* one piece of four fails */
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_OK);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_OK);
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
   read_window_and_retire ();
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
@@ -417,11 +417,11 @@ test_failed_piece_counts_only_itself (void)
   id = w->id;
   CHECK (gm_seq_claim (&t, 0, id, 192 * K, 96 * K));
   CHECK (gm_seq_claim (&t, 0, id, 288 * K, 96 * K));
-  gm_seq_done (&t, 0, id, 96 * K, false);
+  gm_seq_done (&t, 0, id, 96 * K, GM_SEQ_FAILED);
   CHECK_EQ_U64 (t.ledger.failed, 96 * K);
   CHECK (gm_seq_claim (&t, 0, id, 384 * K, 64 * K));
-  gm_seq_done (&t, 0, id, 64 * K, false);
-  gm_seq_done (&t, 0, id, 96 * K, true);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_FAILED);
+  gm_seq_done (&t, 0, id, 96 * K, GM_SEQ_OK);
   CHECK_EQ_U64 (t.ledger.failed, 160 * K);
   read_window_and_retire ();
   CHECK_EQ_U64 (t.ledger.failed, 160 * K);
@@ -442,7 +442,7 @@ test_failed_piece_counts_only_itself (void)
                                      &dropped), 0);
     CHECK_EQ_U64 (dropped, 256 * K);
     for (int i = 0; i < 4; i++)
-      gm_seq_done (&t, 0, id, 64 * K, false);
+      gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_FAILED);
     gm_seq_retire_all (&t);
     CHECK_EQ_U64 (t.ledger.failed, 256 * K);
     CHECK_EQ_U64 (t.ledger.invalidated, 0);
@@ -457,7 +457,7 @@ test_failed_piece_counts_only_itself (void)
   id = w->id;
   CHECK (gm_seq_claim (&t, 0, id, 192 * K, 64 * K));
   CHECK (gm_seq_claim (&t, 0, id, 256 * K, 64 * K));
-  gm_seq_done (&t, 0, id, 64 * K, true);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_OK);
   /* Far apart reads, until stream 0 is idle enough to be replaced. */
   for (uint64_t i = 0; streams[0].next < 512 * M; i++) {
     CHECK (i < 2000);
@@ -465,12 +465,36 @@ test_failed_piece_counts_only_itself (void)
   }
   CHECK_EQ_U64 (streams[0].hits, 0);
   CHECK (!gm_seq_claim (&t, 0, id, 320 * K, 64 * K));
-  gm_seq_done (&t, 0, id, 64 * K, false);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_FAILED);
   CHECK (!gm_seq_claim (&t, 0, id, 384 * K, 64 * K));  /* retired */
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
   CHECK_EQ_U64 (t.ledger.cancelled, 128 * K);
   gm_seq_retire_all (&t);
   CHECK_EQ_U64 (t.ledger.failed, 64 * K);
+  check_ledger_balances ();
+}
+
+/* Pieces cut short by the server shutting down (ESHUTDOWN below) count
+ * as cancelled, not failed; the pieces that completed stay useful.
+ */
+static void
+test_aborted_piece_is_cancelled (void)
+{
+  struct gm_seq_issue is;
+  struct gm_seq_window *w = queue_256k_window (&is, 64 * K);
+  uint32_t id = w->id;
+  uint64_t failed = t.ledger.failed, cancelled = t.ledger.cancelled;
+  uint64_t useful = t.ledger.useful;
+
+  claim_all_64k (id);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_OK);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_OK);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_ABORTED);
+  gm_seq_done (&t, 0, id, 64 * K, GM_SEQ_ABORTED);
+  read_window_and_retire ();
+  CHECK_EQ_U64 (t.ledger.failed - failed, 0);
+  CHECK_EQ_U64 (t.ledger.cancelled - cancelled, 128 * K);
+  CHECK_EQ_U64 (t.ledger.useful - useful, 128 * K);
   check_ledger_balances ();
 }
 
@@ -592,6 +616,7 @@ main (void)
   test_dedup_and_failure ();
   test_dedup_window_inside ();
   test_failed_piece_counts_only_itself ();
+  test_aborted_piece_is_cancelled ();
   test_export_end_and_room ();
   UNIT_DONE ();
 }
