@@ -190,6 +190,28 @@ gm_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   return 0;
 }
 
+/* Whether ZERO_RANGE is fast.  On a device without a write-zeroes
+ * offload it quietly writes zeros itself: correct but not fast.  The
+ * kernel also turns the offload off at run time when the device
+ * refuses it (sd after a failed WRITE SAME, md when a member lacks
+ * it), so a FAST_ZERO reads the queue's limit again (a FAST_ZERO is
+ * rare: a client asks it once before copying an image).
+ */
+static bool
+zero_range_is_fast (void)
+{
+  uint64_t now;
+
+  if (!gm.geo.is_block)
+    return true;
+  if (gm.geo.write_zeroes_max == 0)
+    return false;
+  if (gm_sysfs_block_u64 (gm.geo.major, gm.geo.minor,
+                          "queue/write_zeroes_max_bytes", &now) == 0)
+    return now > 0;
+  return true;
+}
+
 /* The fast ways to zero, most preferred first.  Returns 0, or an errno
  * (EOPNOTSUPP when the medium has no fast way).
  */
@@ -197,11 +219,6 @@ static int
 zero_fast (uint64_t offset, uint64_t count, bool may_trim, bool must_be_fast)
 {
   int err = EOPNOTSUPP;
-
-  /* On a device without a write-zeroes offload, ZERO_RANGE quietly
-   * writes zeros itself: correct but not fast.
-   */
-  bool zero_range_fast = !gm.geo.is_block || gm.geo.write_zeroes_max > 0;
 
   if (may_trim && gm.discard == GM_DISCARD_UNMAP) {
     /* On a block device PUNCH_HOLE means "zero by unmapping, never by
@@ -212,7 +229,7 @@ zero_fast (uint64_t offset, uint64_t count, bool may_trim, bool must_be_fast)
     if (err == 0)
       return 0;
   }
-  if (zero_range_fast || !must_be_fast)
+  if (!must_be_fast || zero_range_is_fast ())
     err = locked_fallocate (FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
                             offset, count);
   if (err == EOPNOTSUPP || err == ENODEV || err == EINVAL || err == ENOTTY)
