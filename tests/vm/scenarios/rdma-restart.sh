@@ -27,9 +27,17 @@ step "kill -9 the server while nbdcopy reads through the bridge"
 # One request at a time: nbdcopy quits at its first error, and with
 # several of its reads failing at once that hang-up can abort the
 # bridge in nbdkit 1.32.5 (README, "Known issue in nbdkit 1.32.5").
+rm -f "$LAB_RUN/out.img"
 nbdcopy --connections=1 --requests=1 "$uri" "$LAB_RUN/out.img" &
 copy=$!
-sleep 1
+# Mid-transfer: once the copy has data out (not after a fixed time,
+# which on a loaded guest can come before nbdcopy connects).
+for i in $(seq 300); do
+    [ "$(du -k "$LAB_RUN/out.img" 2>/dev/null | cut -f1)" -gt 1024 ] 2>/dev/null && break
+    kill -0 "$copy" 2>/dev/null || break
+    sleep 0.1
+done
+echo "killed with $(du -k "$LAB_RUN/out.img" 2>/dev/null | cut -f1) KiB copied"
 stop srv KILL
 if wait "$copy"; then
     # Finished before the kill: then it must be complete and right.
