@@ -98,8 +98,10 @@ stop_server mem
 expect "mem: parity_known" "$(scounter mem.stats parity_known)" 1
 expect "mem: parity" "$(scounter mem.stats parity)" 2
 
-# A plugin whose maximum (64K) is below one stripe (192K): raised to one
-# stripe; its minimum is kept.
+# A plugin whose maximum (64K) is below one stripe (192K): the maximum
+# stays its own (nbdkit does not split requests: a larger one would be
+# refused below) and the preferred size is clamped to it; its minimum
+# is kept.
 cat >"$T/bs.sh" <<'SH'
 #!/bin/bash
 case "$1" in
@@ -112,17 +114,33 @@ SH
 chmod +x "$T/bs.sh"
 serve small sh "$T/bs.sh" stripe-chunk=64K stripe-data-disks=3
 expect "small: minimum" "$(bsize small minimum)" 4096
-expect "small: preferred" "$(bsize small preferred)" 131072
-expect "small: maximum" "$(bsize small maximum)" 196608
+expect "small: preferred" "$(bsize small preferred)" 65536
+expect "small: maximum" "$(bsize small maximum)" 65536
 stop_server small
 # A stripe that is no whole number of blocks (6K over 4K blocks): the
-# maximum is raised to whole blocks (8K); a stripe smaller than a block
+# block is preferred, the maximum kept; a stripe smaller than a block
 # (3 x 512): the block is preferred.
 BS="4096 4096 4096" serve small6k sh "$T/bs.sh" stripe-chunk=6K stripe-data-disks=1
 expect "small6k: minimum" "$(bsize small6k minimum)" 4096
 expect "small6k: preferred" "$(bsize small6k preferred)" 4096
-expect "small6k: maximum" "$(bsize small6k maximum)" 8192
+expect "small6k: maximum" "$(bsize small6k maximum)" 4096
 stop_server small6k
+# A strict client may send the advertised maximum: below a layer that
+# refuses more than 16K (nbdkit's blocksize-policy filter), a read of
+# the advertised maximum must succeed.
+serve strict --filter=blocksize-policy memory 4M stripe-chunk=64K \
+    stripe-data-disks=3 blocksize-maximum=16384 blocksize-error-policy=error
+expect "strict: maximum" "$(bsize strict maximum)" 16384
+/usr/bin/python3 - "$(uri strict)" <<'PY' || fail "strict: a request of the advertised maximum failed"
+import nbd, sys
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+m = h.get_block_size(nbd.SIZE_MAXIMUM)
+h.pread(m, 0)
+h.pwrite(b"\1" * m, m)
+h.shutdown()
+PY
+stop_server strict
 serve tiny3 sh "$T/bs.sh" stripe-chunk=512 stripe-data-disks=3
 expect "tiny3: preferred" "$(bsize tiny3 preferred)" 4096
 expect "tiny3: maximum" "$(bsize tiny3 maximum)" 65536

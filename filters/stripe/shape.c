@@ -67,8 +67,11 @@ sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
     *minimum = 1;
     *maximum = 0xffffffff;
   }
-  if (*maximum != 0xffffffff && *maximum < g->width)
-    *maximum = gm_round_up (g->width, *minimum);
+  /* The maximum stays the layer below's: nbdkit does not split
+   * requests, so a larger one would promise what below refuses (a
+   * strict client sending the advertised maximum got EINVAL).  The
+   * preferred size is clamped to it instead.
+   */
   pref = shape_preferred (g);
   if (pref < *minimum)
     pref = *minimum;
