@@ -144,15 +144,20 @@ $(B)/tests/unit/test-lost-buffer: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and_
   -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe \
   -Wl,--wrap=preadv2 -Wl,--wrap=pwritev2
 
-# libFuzzer targets: tests/fuzz/fuzz-NAME.c fuzzes common/NAME.c.  Built
-# with clang by tests/test-fuzz-*.sh (make fuzz), not by make all.
+# libFuzzer targets: tests/fuzz/fuzz-NAME.c fuzzes common/NAME.c, or the
+# files FUZZ_SRC_NAME lists (linked with FUZZ_LIBS_NAME).  Built with
+# clang by tests/test-fuzz-*.sh (make fuzz), not by make all.
 FUZZ_CC    ?= clang
 FUZZ_FLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined \
               -fno-sanitize-recover=all $(WARN)
+FUZZ_SRC_options   := common/sizes.c common/rdmaaddr.c common/topology.c common/devmem.c
+FUZZ_LIBS_options  := -lpci
+FUZZ_SRC_stripegeo := common/stripegeo.c common/registry.c common/sizes.c common/nbdkitargs.c
+FUZZ_SRC_abstate   := common/abandoned.c
 fuzz: $(FUZZ_BIN)
-$(B)/tests/fuzz/fuzz-%: tests/fuzz/fuzz-%.c common/%.c $(wildcard common/*.h)
+$(B)/tests/fuzz/fuzz-%: tests/fuzz/fuzz-%.c $(wildcard common/*.c common/*.h)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -o $@ $< common/$*.c
+	$(FUZZ_CC) $(CPPFLAGS) $(FUZZ_FLAGS) -o $@ $< $(or $(FUZZ_SRC_$*),common/$*.c) $(FUZZ_LIBS_$*)
 
 # Loaded into nbdkit in the sanitizer run only (see the file).
 $(B)/tests/sanitizer-shim.so: tests/sanitizer-shim.c
