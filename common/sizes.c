@@ -177,10 +177,22 @@ gm_format_size (uint64_t n, char *buf, size_t len)
     div *= 1024;
     i++;
   }
-  if (i > 0)
-    snprintf (buf, len, "%llu%c", (unsigned long long) (n / div), units[i - 1]);
-  else if (n >= 1024 * 1024)
-    snprintf (buf, len, "%.1fM", (double) n / (1024 * 1024));
+  /* Exact when that is short: the header promises that 16 bytes are
+   * enough, and "%.1fM" alone printed up to 17 characters (2^64 - 1 as
+   * "17592186044416.0M"), the exact form up to 19 ("18014398509481983K").
+   */
+  if (i > 0 && snprintf (buf, len, "%llu%c", (unsigned long long) (n / div),
+                         units[i - 1]) < 16)
+    ;
+  else if (n >= 1024 * 1024) {
+    /* Rounded, in the largest unit from M up that leaves less than
+     * 1024 of it (1023.96 of one rounds up to "1024.0").
+     */
+    for (i = 2, div = 1024 * 1024; i < sizeof units - 1 && n / div >= 1024;
+         i++)
+      div *= 1024;
+    snprintf (buf, len, "%.1f%c", (double) n / (double) div, units[i - 1]);
+  }
   else
     snprintf (buf, len, "%llu", (unsigned long long) n);
   return buf;

@@ -36,7 +36,9 @@ int gm_parse_size_or_percent (const char *str, uint64_t whole,
 int gm_parse_seconds (const char *str, double min, double max, double *out,
                       const char **why);
 
-/* Format a byte count as a short human string ("64M", "1.5G", "512").
+/* Format a byte count as a short human string ("64M", "1.5G", "512"):
+ * exact ("1536K") when that takes less than 16 characters, else rounded
+ * to a tenth of the largest unit from M up that leaves 1 to 1023 of it.
  * Writes into buf (at least 16 bytes) and returns it.
  */
 const char *gm_format_size (uint64_t n, char *buf, size_t len);

@@ -60,6 +60,10 @@ OPTIONS = {
     "format-round": (1, "\x00\x00\x10\x00\x00\x00\x00"),
     "format-odd": (1, "\x01\x00\x10\x00\x00\x00\x01"),
     "format-max": (0xff, "\xff\xff\xff\xff\xff\xff\xff"),
+    # Found by the fuzzer: 17 and 18 characters, past the 16 bytes
+    # gm_format_size promised to need.
+    "regress-format-rounded": u64(0x2bffc8a70000ffc8),
+    "regress-format-exact": u64(0xfffffffff5f50000),
 }
 
 # ---- stripegeo: byte 0 picks the mode (% 6).
@@ -200,8 +204,8 @@ def main():
     top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
         os.path.dirname(os.path.abspath(__file__)), "corpus")
     write(os.path.join(top, "options"),
-          {k: bytes([b]) + s.encode("latin-1") for k, (b, s) in
-           OPTIONS.items()})
+          {k: v if isinstance(v, bytes) else bytes([v[0]]) +
+           v[1].encode("latin-1") for k, v in OPTIONS.items()})
     write(os.path.join(top, "stripegeo"), STRIPEGEO)
     write(os.path.join(top, "abstate"), ABSTATE)
 

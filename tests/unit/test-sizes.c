@@ -120,6 +120,31 @@ main (void)
   CHECK (strcmp (gm_format_size (1000, buf, sizeof buf), "1000") == 0);
   CHECK (strcmp (gm_format_size (3ULL << 30, buf, sizeof buf), "3G") == 0);
   CHECK (strcmp (gm_format_size (1536ULL << 10, buf, sizeof buf), "1536K") == 0);
+  CHECK (strcmp (gm_format_size ((1ULL << 20) + 1, buf, sizeof buf), "1.0M") == 0);
+  /* 16 bytes are enough, as the header says (fuzz-options): the largest
+   * numbers, exact ("18014398509317440K") or not ("17592186044416.0M"),
+   * took up to 19 characters. */
+  {
+    char small[16];
+    const uint64_t big[] = { UINT64_MAX, 0xfffffffff5f50000,
+                             0x2bffc8a70000ffc8, (1ULL << 54) - 1,
+                             ((1ULL << 54) - 1) << 10,
+                             ((1ULL << 44) - 1) << 10 };
+    const char *want[] = { "16.0E", "16.0E", "2.7E", "16.0P", "16.0E",
+                           "17592186044415K" };
+    for (size_t i = 0; i < sizeof big / sizeof big[0]; i++) {
+      gm_format_size (big[i], buf, sizeof buf);
+      gm_format_size (big[i], small, sizeof small);
+      if (strlen (buf) >= sizeof small || strcmp (buf, want[i]) != 0) {
+        fprintf (stderr, "gm_format_size (%#llx) is \"%s\", expected "
+                 "\"%s\"\n", (unsigned long long) big[i], buf, want[i]);
+        exit (1);
+      }
+      CHECK (strcmp (small, buf) == 0);
+    }
+  }
+  /* Rounded in the largest unit that leaves 1 to 1023 of it. */
+  CHECK (strcmp (gm_format_size ((3ULL << 29) + 1, buf, sizeof buf), "1.5G") == 0);
 
   CHECK (gm_is_power_of_2 (1) && gm_is_power_of_2 (4096));
   CHECK (!gm_is_power_of_2 (0) && !gm_is_power_of_2 (1536));
