@@ -629,23 +629,29 @@ unsigned
 gm_stripe_layout (const struct gm_stripe *s, uint64_t offset, uint32_t len,
                   struct gm_stripe_piece *p, unsigned max, unsigned *nstreams)
 {
-  uint64_t a = offset + s->offset, end = a + len, col0 = 0;
+  uint64_t a = offset + s->offset, col0 = 0;
   unsigned n = 0;
 
-  if (len == 0 || s->chunk == 0 || s->data_disks == 0 ||
-      (end - 1) / s->chunk - a / s->chunk + 1 > max)
+  /* Nothing past the array's 2^64th byte.  The end of a piece is
+   * counted from its start: the chunk boundary after the last piece
+   * may lie there ((a / chunk + 1) * chunk wrapped, and the loop went
+   * on backwards, past p[max - 1]: fuzz-stripegeo).
+   */
+  if (len == 0 || s->chunk == 0 || s->data_disks == 0 || a < offset ||
+      a > UINT64_MAX - (len - 1) ||
+      (a + (len - 1)) / s->chunk - a / s->chunk + 1 > max)
     return 0;
-  for (; a < end; n++) {
-    uint64_t b = (a / s->chunk + 1) * s->chunk;
-    uint64_t col = a / s->chunk % s->data_disks;
-    if (b > end)
-      b = end;
+  for (uint32_t done = 0; done < len; n++) {
+    uint64_t at = a + done, room = s->chunk - at % s->chunk;
+    uint64_t col = at / s->chunk % s->data_disks;
+    uint32_t piece = room < len - done ? room : len - done;
+
     if (n == 0)
       col0 = col;
-    p[n].off = a - offset - s->offset;
-    p[n].len = b - a;
+    p[n].off = done;
+    p[n].len = piece;
     p[n].stream = (col + s->data_disks - col0) % s->data_disks;
-    a = b;
+    done += piece;
   }
   *nstreams = n < s->data_disks ? n : s->data_disks;
   return n;

@@ -92,7 +92,7 @@ struct gm_stripe_piece {
  * streams numbered from 0 in the order they first appear, a stream's
  * pieces in buffer order.  Fills at most max pieces: returns how many
  * (and the number of streams in *nstreams), or 0 when more than max
- * would be needed.
+ * would be needed or the range ends past the array's 2^64th byte.
  */
 unsigned gm_stripe_layout (const struct gm_stripe *s, uint64_t offset,
                            uint32_t len, struct gm_stripe_piece *p,

@@ -126,6 +126,11 @@ STRIPEGEO = {
     + u64(4096) + struct.pack("<I", 300000) + bytes([8]),
     "layout-top": bytes([LAYOUT]) + u64(1 << 20) + u64(2) + u64(2**63)
     + u64(2**63 - (1 << 19)) + struct.pack("<I", 1 << 20) + bytes([64]),
+    # Found by the fuzzer: the array's last chunk, cut short by 2^64
+    # (3M does not divide it); the next boundary wrapped.
+    "regress-layout-wrap": bytes([LAYOUT]) + u64(3 << 20) + u64(3)
+    + u64(2**63) + u64(2**63 - (1 << 20)) + struct.pack("<I", 1 << 19)
+    + bytes([16]),
     "registry": bytes([REGISTRY]) + b"65536:4:1:0",
     "registry-hints": bytes([REGISTRY]) + b"16384:8:?:1048576",
     "registry-sign": bytes([REGISTRY]) + b"65536:-1:0:0",

@@ -538,6 +538,35 @@ main (void)
     CHECK_EQ_U64 (ns, 1);
     CHECK_EQ_U64 (gm_stripe_layout (&s, 0, 17 * 65536, p, 16, &ns), 0);
     CHECK_EQ_U64 (gm_stripe_layout (&s, 0, 0, p, 16, &ns), 0);
+    /* The array's last chunk, cut short by 2^64 (a chunk of 3M does not
+     * divide it: 2^64 - 1M is a boundary): the next boundary wrapped
+     * to 2M, and the loop went on from there, far past p[15]
+     * (fuzz-stripegeo: a stack overflow under ASan, the RDMA server's
+     * pieces with stripe-offset= near 2^63).  Ranges past 2^64 are
+     * refused. */
+    s = (struct gm_stripe) { .chunk = 3 << 20, .data_disks = 3,
+                             .offset = UINT64_C (1) << 63 };
+    CHECK_EQ_U64 (gm_stripe_layout (&s, (UINT64_C (1) << 63) - (1 << 20),
+                                    1 << 19, p, 16, &ns), 1);
+    CHECK_EQ_U64 (p[0].off, 0);
+    CHECK_EQ_U64 (p[0].len, 1 << 19);
+    CHECK_EQ_U64 (p[0].stream, 0);
+    CHECK_EQ_U64 (ns, 1);
+    CHECK_EQ_U64 (gm_stripe_layout (&s, (UINT64_C (1) << 63) - (1 << 20),
+                                    1 << 20, p, 16, &ns), 1);
+    CHECK_EQ_U64 (p[0].len, 1 << 20);
+    CHECK_EQ_U64 (gm_stripe_layout (&s, (UINT64_C (1) << 63) - (1 << 20),
+                                    (1 << 20) + 1, p, 16, &ns), 0);
+    CHECK_EQ_U64 (gm_stripe_layout (&s, UINT64_C (1) << 63, 1, p, 16, &ns),
+                  0);
+    /* Cut at each boundary before it: 2 pieces, the second to 2^64. */
+    CHECK_EQ_U64 (gm_stripe_layout (&s, (UINT64_C (1) << 63) - (2 << 20),
+                                    2 << 20, p, 16, &ns), 2);
+    CHECK_EQ_U64 (p[0].len, 1 << 20);
+    CHECK_EQ_U64 (p[1].off, 1 << 20);
+    CHECK_EQ_U64 (p[1].len, 1 << 20);
+    CHECK_EQ_U64 (p[1].stream, 1);
+    CHECK_EQ_U64 (ns, 2);
   }
   /* What gmblock-stripe publishes for the layers above it. */
   {
