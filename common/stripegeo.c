@@ -139,7 +139,9 @@ gm_stripe_from_io_hints (uint64_t io_min, uint64_t io_opt,
 {
   if (physical_block == 0)
     physical_block = 512;
-  if (io_min <= physical_block || io_min % 512 || io_opt < 2 * io_min ||
+  /* io_opt / io_min, not io_opt < 2 * io_min: that wraps for an io_min
+   * of 2^63 or more, which then striped over one disk. */
+  if (io_min <= physical_block || io_min % 512 || io_opt / io_min < 2 ||
       io_opt % io_min || io_opt / io_min > 4096)
     return 0;
   s->chunk = io_min;

@@ -120,6 +120,9 @@ STRIPEGEO = {
     "md-raid1": bytes([MD]) + u64(0) + u64(0) + b"raid1\x002",
     "hints": bytes([HINTS]) + u64(65536) + u64(262144) + u64(4096),
     "hints-nvme": bytes([HINTS]) + u64(16384) + u64(131072) + u64(512),
+    # Found by the fuzzer: 2 * io_min wrapped; one disk "striped".
+    "regress-hints-wrap": bytes([HINTS]) + u64(2**63) + u64(2**63)
+    + u64(512),
     "layout": bytes([LAYOUT]) + u64(65536) + u64(4) + u64(0) + u64(61440)
     + struct.pack("<I", 1 << 20) + bytes([64]),
     "layout-offset": bytes([LAYOUT]) + u64(65536) + u64(3) + u64(1 << 20)

@@ -140,6 +140,14 @@ hints (void)
   CHECK (gm_stripe_from_io_hints (1024, 1024 * 4097, 512, &s) == 0);
   CHECK (gm_stripe_from_io_hints (1024, 1024 * 4096, 512, &s) == 1 &&
          s.data_disks == 4096);
+  /* io_opt is one io_min, not two: 2 * io_min wrapped for io_min 2^63
+   * (fuzz-stripegeo: it "striped" over 1 data disk of 8 EiB chunks). */
+  CHECK (gm_stripe_from_io_hints (UINT64_C (1) << 63, UINT64_C (1) << 63,
+                                  512, &s) == 0);
+  CHECK (gm_stripe_from_io_hints ((UINT64_C (1) << 63) + 512,
+                                  (UINT64_C (1) << 63) + 512, 512, &s) == 0);
+  CHECK (gm_stripe_from_io_hints (UINT64_C (1) << 62, UINT64_C (1) << 63,
+                                  512, &s) == 1 && s.data_disks == 2);
 }
 
 /* A fake /sys under dir. */
