@@ -595,20 +595,48 @@ gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
                   s, why, whylen);
 }
 
+/* Decimal digits at *p, then sep: the number into *v, *p past sep.
+ * No sign, no blank, no overflow (sscanf's %llu and %u take "-1" as
+ * 2^64 - 1 and 2^32 - 1, and skip blanks).
+ */
+static bool
+decimal_field (const char **p, char sep, unsigned long long *v)
+{
+  const char *s = *p;
+
+  *v = 0;
+  if (*s < '0' || *s > '9')
+    return false;
+  for (; *s >= '0' && *s <= '9'; s++) {
+    if (*v > (ULLONG_MAX - (*s - '0')) / 10)
+      return false;
+    *v = *v * 10 + (*s - '0');
+  }
+  if (*s != sep)
+    return false;
+  *p = s + (sep != '\0');
+  return true;
+}
+
 int
 gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
 {
   char *v = gm_registry_lookup (GM_REG_STRIPE);
-  unsigned long long chunk, off;
-  unsigned dd;
-  char parity;                  /* '0', '1', '2', or '?': io hints only */
-  int n, end = 0;
+  unsigned long long chunk, dd, off;
+  char parity = 0;              /* '0', '1', '2', or '?': io hints only */
+  const char *p = v;
 
   if (v == NULL)
     return 0;
-  n = sscanf (v, "%llu:%u:%c:%llu%n", &chunk, &dd, &parity, &off, &end);
-  if (n != 4 || v[end] != '\0' || chunk == 0 || dd == 0 ||
-      strchr ("012?", parity) == NULL) {
+  /* As detection and gmblock-stripe bound them: up to 4096 data disks
+   * (gm_stripe_layout's streams), and a full stripe that does not wrap
+   * (the layers above multiply the chunk by the disks: gmblock-cache's
+   * write-back unit).
+   */
+  if (!decimal_field (&p, ':', &chunk) || !decimal_field (&p, ':', &dd) ||
+      (parity = *p) == '\0' || strchr ("012?", parity) == NULL ||
+      p[1] != ':' || (p += 2, !decimal_field (&p, '\0', &off)) ||
+      chunk == 0 || dd == 0 || dd > 4096 || chunk > UINT64_MAX / dd) {
     snprintf (why, whylen, "malformed stripe geometry in the registry: "
               "\"%s\"", v);
     free (v);
@@ -621,7 +649,7 @@ gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen)
   s->parity_known = parity != '?';
   s->parity = s->parity_known ? parity - '0' : 0;
   s->offset = off;
-  snprintf (s->source, sizeof s->source, "gmblock-stripe: %llu x %u, "
+  snprintf (s->source, sizeof s->source, "gmblock-stripe: %llu x %llu, "
             "parity %s", chunk, dd,
             s->parity_known ? (char[2]) { parity } : "unknown");
   return 1;

@@ -100,7 +100,9 @@ unsigned gm_stripe_layout (const struct gm_stripe *s, uint64_t offset,
 
 /* The geometry gmblock-stripe published in the registry (registry.h,
  * GM_REG_STRIPE) for the layers above it.  Returns 1 (*s set, source
- * says so), 0 (none published) or -1 (malformed: why says what).
+ * says so), 0 (none published) or -1 (malformed: why says what; that
+ * includes a sign or a blank, more than 4096 data disks and a full
+ * stripe past 2^64 - 1).
  */
 int gm_stripe_from_registry (struct gm_stripe *s, char *why, size_t whylen);
 

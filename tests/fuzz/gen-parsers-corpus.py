@@ -137,6 +137,8 @@ STRIPEGEO = {
     "registry": bytes([REGISTRY]) + b"65536:4:1:0",
     "registry-hints": bytes([REGISTRY]) + b"16384:8:?:1048576",
     "registry-sign": bytes([REGISTRY]) + b"65536:-1:0:0",
+    # Found by the fuzzer: any number of disks was taken.
+    "regress-registry-disks": bytes([REGISTRY]) + b"65536:46553:1:0",
     "tree-md-raid0": tree("md0", "md0",
                           md("md0", "raid0", "3", "65536",
                              sizes=("1048576", "2097152", "1048576"))),

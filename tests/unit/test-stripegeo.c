@@ -598,8 +598,26 @@ main (void)
     CHECK_EQ_U64 (s.parity, 0);
     CHECK_EQ_U64 (s.data_disks, 3);
     CHECK (strstr (s.source, "parity unknown") != NULL);
+    /* Decimal digits only, in detection's bounds (fuzz-stripegeo:
+     * sscanf took "-1" disks as 2^32 - 1, blanks, a "+", any count of
+     * disks, and a full stripe that wraps). */
+    CHECK (gm_registry_publish (GM_REG_STRIPE, "65536:4096:0:0") == 0);
+    CHECK (gm_stripe_from_registry (&s, why, sizeof why) == 1);
+    CHECK_EQ_U64 (s.data_disks, 4096);
+    CHECK (gm_registry_publish (GM_REG_STRIPE,
+                                "4503599627370495:4096:0:18446744073709551615") == 0);
+    CHECK (gm_stripe_from_registry (&s, why, sizeof why) == 1);
+    CHECK_EQ_U64 (gm_stripe_width (&s), UINT64_MAX - 4095);
+    CHECK_EQ_U64 (s.offset, UINT64_MAX);
     const char *bad[] = { "65536:3:1", "0:3:1:0", "65536:0:1:0", "65536:3:3:0",
-                          "65536:3:1:0x", "x", "65536:3:x:0", "65536:3:??:0" };
+                          "65536:3:1:0x", "x", "65536:3:x:0", "65536:3:??:0",
+                          "65536:-1:1:0", " 65536:3:1:0", "65536: 3:1:0",
+                          "+65536:3:1:0", "65536:3:1:-1", "65536:3:1: 0",
+                          "65536:4097:1:0", "65536:46553:1:0",
+                          "65536:4294967299:1:0", "4503599627370496:4096:0:0",
+                          "18446744073709551616:1:0:0",
+                          "65536:3:1:18446744073709551616", "65536:3::0",
+                          "65536:3:1:", ":3:1:0" };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       CHECK (gm_registry_publish (GM_REG_STRIPE, bad[i]) == 0);
       CHECK (gm_stripe_from_registry (&s, why, sizeof why) == -1);
