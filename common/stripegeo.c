@@ -279,6 +279,23 @@ device_dir (const char *root, unsigned maj, unsigned min, char *dir,
 static int resolve (const char *root, unsigned maj, unsigned min, int depth,
                     struct gm_stripe *s, char *why, size_t whylen);
 
+/* A whole word of decimal digits (no sign, no blank: sscanf's %llu
+ * and %u took "-1" as 2^64 - 1 and 2^32 - 1) up to max.
+ */
+static bool
+dm_number (const char *w, uint64_t max, uint64_t *v)
+{
+  if (*w == '\0')
+    return false;
+  *v = 0;
+  for (; *w; w++) {
+    if (*w < '0' || *w > '9' || *v > (max - (*w - '0')) / 10)
+      return false;
+    *v = *v * 10 + (*w - '0');
+  }
+  return true;
+}
+
 int
 gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
                     char *why, size_t whylen)
@@ -288,10 +305,9 @@ gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
   memset (m, 0, sizeof *m);
   for (int n = 1; *line; n++) {
     size_t len = strcspn (line, "\n");
-    char type[32], dev[64], rest[512];
-    unsigned long long start, sectors, off;
-    unsigned maj, min;
-    int got = -1;
+    char rest[512], *w[8], *save = NULL, *dev, *maj_s;
+    uint64_t start, sectors, off, maj, min;
+    int nw = 0, at;
 
     if (len >= sizeof rest) {
       snprintf (why, whylen, "table line %d is too long", n);
@@ -300,25 +316,47 @@ gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
     memcpy (rest, line, len);
     rest[len] = '\0';
     line += len + (line[len] == '\n');
-    if (sscanf (rest, "%llu %llu %31s", &start, &sectors, type) != 3) {
+    /* The words, up to the eighth (a crypt segment's offset). */
+    for (char *t = strtok_r (rest, " \t\v\f\r", &save); t && nw < 8;
+         t = strtok_r (NULL, " \t\v\f\r", &save))
+      w[nw++] = t;
+    /* Sectors of 512 bytes: a start past 2^64 bytes is no table. */
+    if (nw < 3 || !dm_number (w[0], UINT64_MAX / 512, &start) ||
+        !dm_number (w[1], UINT64_MAX, &sectors)) {
       snprintf (why, whylen, "table line %d is not 'START LENGTH TYPE ...'",
                 n);
       return -1;
     }
     /* LVM's linear volumes, LUKS and plain dm-crypt: the device below
-     * and the sector there of this segment's start. */
-    if (strcmp (type, "linear") == 0)
-      got = sscanf (rest, "%*u %*u %*s %63s %llu", dev, &off);
-    else if (strcmp (type, "crypt") == 0)
-      got = sscanf (rest, "%*u %*u %*s %*s %*s %*u %63s %llu", dev, &off);
-    if (got != 2) {
-      snprintf (why, whylen, "a %s segment (only linear and crypt ones "
-                "are followed)", type);
+     * and the sector there of this segment's start ("crypt CIPHER KEY
+     * IV_OFFSET DEVICE OFFSET").
+     */
+    at = strcmp (w[2], "linear") == 0 ? 3 : strcmp (w[2], "crypt") == 0
+      ? 6 : -1;
+    if (at < 0) {
+      snprintf (why, whylen, "a %.31s segment (only linear and crypt ones "
+                "are followed)", w[2]);
       return 0;
     }
-    if (sscanf (dev, "%u:%u", &maj, &min) != 2) {
-      snprintf (why, whylen, "a %s segment on '%s', not MAJOR:MINOR",
-                type, dev);
+    if (nw < at + 2 || (at == 6 && !dm_number (w[5], UINT64_MAX, &off))) {
+      snprintf (why, whylen, "a %s segment that is not 'START LENGTH %s'",
+                w[2], at == 3 ? "linear DEVICE OFFSET"
+                : "crypt CIPHER KEY IV_OFFSET DEVICE OFFSET");
+      return 0;
+    }
+    dev = w[at];
+    maj_s = strsep (&dev, ":");
+    if (dev == NULL || !dm_number (maj_s, UINT_MAX, &maj) ||
+        !dm_number (dev, UINT_MAX, &min)) {
+      if (dev)
+        dev[-1] = ':';
+      snprintf (why, whylen, "a %.31s segment on '%.63s', not MAJOR:MINOR",
+                w[2], w[at]);
+      return 0;
+    }
+    if (!dm_number (w[at + 1], UINT64_MAX / 512, &off)) {
+      snprintf (why, whylen, "a %.31s segment at sector '%.63s' below, not "
+                "a number of sectors", w[2], w[at + 1]);
       return 0;
     }
     if (m->nseg == 0) {
@@ -327,7 +365,7 @@ gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
     }
     else if (maj != m->maj || min != m->min) {
       snprintf (why, whylen, "segments on two devices (%u:%u and %u:%u)",
-                m->maj, m->min, maj, min);
+                m->maj, m->min, (unsigned) maj, (unsigned) min);
       return 0;
     }
     if (m->nseg == GM_DM_MAX_SEG) {

@@ -149,7 +149,7 @@ check_dm (const char *table)
     size_t len, wl;
     const char *w, *end = line + strcspn (line, "\n");
     uint64_t start = 0, sectors = 0, below = 0;
-    char dev[64];
+    char dev[512];
     unsigned maj, min;
     int n = 0;
 

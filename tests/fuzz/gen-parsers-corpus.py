@@ -113,6 +113,12 @@ STRIPEGEO = {
     b":64:logon:cryptsetup:0 0 9:0 32768\n",
     "dm-striped": bytes([DM]) + b"0 10 striped 2 128 8:16 0 8:32 0\n",
     "dm-thin": bytes([DM]) + b"0 32768 thin 253:2 1\n",
+    # Found by the fuzzer: the sector below read from the dev word's
+    # 64th character on; signs; a start that wraps times 512.
+    "regress-dm-long-dev": bytes([DM]) + b"0 10 linear 6:" + b"0" * 62
+    + b"5 7\n",
+    "regress-dm-sign": bytes([DM]) + b"-8 10 linear 8:16 -1\n",
+    "regress-dm-wrap": bytes([DM]) + b"36028797018963968 1 linear 8:16 0\n",
     "md-raid5": bytes([MD]) + u64(524288) + u64(2) + b"raid5\x004",
     "md-raid6": bytes([MD]) + u64(65536) + u64(2) + b"raid6\x006",
     "md-raid10": bytes([MD]) + u64(65536) + u64(0x102) + b"raid10\x004",

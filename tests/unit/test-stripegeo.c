@@ -102,6 +102,43 @@ dm_tables (void)
   CHECK (gm_stripe_dm_parse ("", &m, why, sizeof why) == 0 &&
          strstr (why, "empty"));
   CHECK (gm_stripe_dm_parse ("linear", &m, why, sizeof why) == -1);
+  /* Words of digits, in sectors that fit 64 bits as bytes, a device of
+   * MAJOR:MINOR alone (fuzz-stripegeo: sscanf took signs, a start or
+   * sector that wrapped times 512, junk after MAJOR:MINOR, and took
+   * the sector below from the 64th character on of a long word). */
+  CHECK (gm_stripe_dm_parse ("-8 10 linear 8:16 0", &m, why,
+                             sizeof why) == -1);
+  CHECK (gm_stripe_dm_parse ("36028797018963968 1 linear 8:16 0", &m, why,
+                             sizeof why) == -1);
+  CHECK (gm_stripe_dm_parse ("0 -10 linear 8:16 0", &m, why,
+                             sizeof why) == -1);
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:16 -1", &m, why,
+                             sizeof why) == 0 && strstr (why, "sector"));
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:16 36028797018963968", &m, why,
+                             sizeof why) == 0);
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:16 +1", &m, why,
+                             sizeof why) == 0);
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:16junk 0", &m, why,
+                             sizeof why) == 0 && strstr (why, "MAJOR:MINOR"));
+  CHECK (gm_stripe_dm_parse ("0 10 linear -8:16 0", &m, why,
+                             sizeof why) == 0 && strstr (why, "MAJOR:MINOR"));
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:4294967296 0", &m, why,
+                             sizeof why) == 0 && strstr (why, "MAJOR:MINOR"));
+  CHECK (gm_stripe_dm_parse ("0 10 linear 8:000000000000000000000000000000"
+                             "0000000000000000000000000000000005 7", &m, why,
+                             sizeof why) == 1);
+  CHECK (m.maj == 8 && m.min == 5 && m.below[0] == 7 * 512);
+  CHECK (gm_stripe_dm_parse ("36028797018963967\t10\tlinear\t8:16\t"
+                             "36028797018963967\r\n", &m, why,
+                             sizeof why) == 1);
+  CHECK_EQ_U64 (m.start[0], UINT64_MAX - 511);
+  CHECK_EQ_U64 (m.below[0], UINT64_MAX - 511);
+  CHECK (gm_stripe_dm_parse ("0 409600 crypt aes-xts-plain64 "
+                             ":64:logon:cryptsetup:0 0 9:0 32768", &m, why,
+                             sizeof why) == 1);
+  CHECK (m.maj == 9 && m.min == 0 && m.below[0] == 32768 * 512);
+  CHECK (gm_stripe_dm_parse ("0 10 crypt aes 00 x 8:16 0", &m, why,
+                             sizeof why) == 0 && strstr (why, "IV_OFFSET"));
   /* GM_DM_MAX_SEG segments fit; one more is not followed (the arrays
    * hold no more).
    */
