@@ -14,9 +14,14 @@
  *  - none (engine-sync.c): preadv2/pwritev2, no io_uring, as a baseline.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/resource.h>
 
 #include "gmblock.h"
 #include "pin.h"
@@ -59,6 +64,55 @@ gm_engine_new_ring (unsigned depth, unsigned want)
   return u;
 }
 
+/* Each thread's ring is a descriptor, so a connection keeping nbdkit's
+ * 16 threads busy holds about 20 (nbdkit's own take 4): at the usual
+ * soft limit of 1024 some 50 such clients used them all, and nbdkit
+ * then accepted no one (1.32's accept loop spins, logging each
+ * EMFILE).  Rings therefore only take descriptors below three quarters
+ * of the limit; the quarter above is left to nbdkit (sockets, pipes)
+ * and the threads past it serve with plain system calls.  Returns the
+ * descriptor a ring must stay below, or -1 for no bound.
+ */
+static long
+ring_fd_bound (void)
+{
+  struct rlimit rl;
+
+  if (getrlimit (RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur == RLIM_INFINITY ||
+      rl.rlim_cur > 1 << 30)
+    return -1;
+  return rl.rlim_cur - rl.rlim_cur / 4;
+}
+
+/* Whether a new ring (the lowest free descriptor) stays below bound. */
+static bool
+ring_fd_free (long bound)
+{
+  int fd;
+
+  if (bound < 0)
+    return true;
+  fd = fcntl (gm.fd, F_DUPFD_CLOEXEC, 0);       /* the lowest free one */
+  if (fd == -1)
+    return false;
+  close (fd);
+  return fd < bound;
+}
+
+static void
+say_fds_short (long bound)
+{
+  static atomic_bool said;
+
+  if (!atomic_exchange (&said, true))
+    fprintf (stderr, "nbdkit: " GM_NAME ": warning: %ld descriptors are "
+             "in use, three quarters of the limit (ulimit -n, LimitNOFILE=): "
+             "threads without an io_uring now serve their requests with "
+             "preadv2/pwritev2/fdatasync, leaving nbdkit the rest to accept "
+             "clients with; raise the limit to give every thread a ring\n",
+             bound);
+}
+
 static struct gm_uring *
 my_ring (void)
 {
@@ -78,7 +132,20 @@ my_ring (void)
      * said once per thread.
      */
     static __thread bool said;
+    long bound = ring_fd_bound ();
+
+    if (!ring_fd_free (bound)) {
+      say_fds_short (bound);
+      return NULL;
+    }
     thread_ring = gm_engine_new_ring (RING_DEPTH, RING_WANT);
+    if (thread_ring && bound >= 0 && thread_ring->ring.ring_fd >= bound) {
+      /* Another thread took the descriptor we saw free. */
+      ring_destroy (thread_ring);
+      thread_ring = NULL;
+      say_fds_short (bound);
+      return NULL;
+    }
     if (thread_ring)
       pthread_setspecific (ring_key, thread_ring);
     else if (!said) {

@@ -204,6 +204,31 @@ probe_fixed_buffers (void)
 
 static bool engine_started;     /* gm_engine_init succeeded */
 
+/* Each worker thread's io_uring is a descriptor (engine.c): raise the
+ * soft limit on them to the hard one, as a program that never uses
+ * select(2) may (systemd gives services 1024, hard 524288).  nbdkit
+ * and its filters use poll.
+ */
+static void
+raise_fd_limit (void)
+{
+  struct rlimit rl;
+  rlim_t want;
+
+  if (getrlimit (RLIMIT_NOFILE, &rl) == -1 || rl.rlim_cur >= rl.rlim_max)
+    return;
+  /* An unlimited hard limit is still capped by fs.nr_open (1M by default). */
+  want = rl.rlim_max == RLIM_INFINITY ? 1 << 20 : rl.rlim_max;
+  if (want <= rl.rlim_cur)
+    return;
+  nbdkit_debug (GM_NAME ": raising the descriptor limit from %llu to %llu "
+                "(one io_uring per worker thread)",
+                (unsigned long long) rl.rlim_cur, (unsigned long long) want);
+  rl.rlim_cur = want;
+  if (setrlimit (RLIMIT_NOFILE, &rl) == -1)
+    nbdkit_debug (GM_NAME ": setrlimit (RLIMIT_NOFILE): %m");
+}
+
 static int
 gm_get_ready (void)
 {
@@ -211,6 +236,8 @@ gm_get_ready (void)
 
   if (gm_stats_ready (&gm_stats_out) == -1)
     return -1;
+  if (gm.ring == GM_RING_PER_THREAD)
+    raise_fd_limit ();
   if (open_file () == -1 || gm_failstop_open () == -1)
     return -1;
   if (gm_geometry_probe (gm.fd, &gm.geo, err, sizeof err) == -1) {
