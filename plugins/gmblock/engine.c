@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 
 #include "gmblock.h"
+#include "sizes.h"
 #include "pin.h"
 
 #define RING_DEPTH 8            /* one request in flight per thread */
@@ -39,6 +40,33 @@ ring_destroy (void *p)
   struct gm_uring *u = p;
   gm_uring_exit (u);
   free (u);
+}
+
+/* Each ring registers the whole pool, and without CAP_IPC_LOCK the
+ * kernel counts every registration against RLIMIT_MEMLOCK on its own:
+ * under a limit of 8M a 4M pool, which start-up's probe registers, is
+ * registered by two worker threads' rings and no more.  Said once.
+ */
+static void
+say_unregistered (int err)
+{
+  static atomic_bool said;
+  char size[32], lim[32] = "unlimited";
+  struct rlimit rl;
+
+  if (atomic_exchange (&said, true))
+    return;
+  if (getrlimit (RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    gm_format_size (rl.rlim_cur, lim, sizeof lim);
+  gm_format_size (gm.pool->mem.len, size, sizeof size);
+  fprintf (stderr, "nbdkit: " GM_NAME ": warning: a worker thread's io_uring "
+           "cannot register the %s buffer pool (%s; RLIMIT_MEMLOCK is %s): "
+           "every ring registers the whole pool and each registration counts "
+           "against the limit, so N threads need N times the pool; this "
+           "thread and any others past the limit use plain buffers, which "
+           "costs a little CPU per request: raise the memlock limit, run as "
+           "root or use ring=shared (one registration)\n",
+           size, strerror (err), lim);
 }
 
 /* Make a ring and, if start-up found it works, register the pool.
@@ -59,8 +87,10 @@ gm_engine_new_ring (unsigned depth, unsigned want)
     return NULL;
   }
   /* Should registration fail here anyway, the ring uses plain buffers. */
-  if (gm.pool && gm.fixed_ok)
-    gm_uring_register_buffer (u, gm.pool->mem.addr, gm.pool->mem.len);
+  if (gm.pool && gm.fixed_ok &&
+      (r = gm_uring_register_buffer (u, gm.pool->mem.addr,
+                                     gm.pool->mem.len)) < 0)
+    say_unregistered (-r);
   return u;
 }
 
