@@ -168,8 +168,10 @@ drop_slot (struct shard *sh, uint32_t s)
 
   hash_remove (sh, s);
   gm_2q_remove (&sh->q, s - sh->base);
-  if (sl->dirty)
+  if (sl->dirty) {
+    sh->ndirty--;
     atomic_fetch_sub (&tbl.ndirty, 1);
+  }
   *sl = (struct slot) { .blk = UINT64_MAX, .state = S_FREE,
                         .hnext = sh->free_head };
   sh->free_head = s;
@@ -441,6 +443,7 @@ block_write_back (uint64_t b, uint32_t from, uint32_t to, const char *src,
   if (!sl->dirty) {
     sl->dirty = true;
     sl->dirtied = dirty_clock ();
+    sh->ndirty++;
     atomic_fetch_add (&tbl.ndirty, 1);
   }
   sl->excl = false;

@@ -98,6 +98,9 @@ struct shard {
   uint32_t nslots, base;        /* global slot numbers [base, base+nslots) */
   uint32_t *bucket, mask;
   uint32_t free_head;
+  uint32_t ndirty, nwb;         /* slots dirty, and with a write-back in
+                                 * flight: a flush skips a shard with
+                                 * neither (writeback.c) */
   struct gm_2q q;               /* local slot numbers */
 } __attribute__ ((aligned (64)));
 

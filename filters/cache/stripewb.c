@@ -230,13 +230,15 @@ unit_blocks (uint64_t u, uint64_t *first, uint64_t *last)
   *last = l - swb.phase < tbl.nblocks ? l - swb.phase : tbl.nblocks - 1;
 }
 
-/* Take a shared write-back hold on slot s (its shard locked). */
+/* Take a shared write-back hold on dirty slot sl (its shard sh locked). */
 static void
-hold (struct slot *sl)
+hold (struct shard *sh, struct slot *sl)
 {
   sl->shared++;
   sl->wb = true;
   sl->dirty = false;
+  sh->nwb++;
+  sh->ndirty--;
   atomic_fetch_sub (&tbl.ndirty, 1);
 }
 
@@ -249,8 +251,10 @@ release (uint64_t b, uint32_t s, bool failed)
   pthread_mutex_lock (&sh->lock);
   sl->shared--;
   sl->wb = false;
+  sh->nwb--;
   if (failed && !sl->dirty) {
     sl->dirty = true;
+    sh->ndirty++;
     atomic_fetch_add (&tbl.ndirty, 1);
   }
   shard_wake (sh);
@@ -365,7 +369,7 @@ unit_write_back (uint64_t u, uint64_t pre_b, uint32_t pre_s,
       sl = s == NONE ? NULL : &tbl.slots[s];
       if (sl && (sl->dirty || sl->wb)) {
         if (!sl->wb && !sl->excl) {
-          hold (sl);
+          hold (sh, sl);
           g->slot[b - first] = s;
         }
         else if (!evicting)
@@ -433,7 +437,7 @@ stripe_wb_evict (struct shard *sh, uint32_t s, int *err)
    */
   if (!swb.on || !swb.geometry || (g = gather_take (false)) == NULL)
     return slot_write_back (sh, s, err);
-  hold (sl);
+  hold (sh, sl);
   pthread_mutex_unlock (&sh->lock);
   r = unit_write_back (stripe_wb_unit_of (b), b, s, g, err);
   gather_give (g);

@@ -52,15 +52,19 @@ slot_write_back (struct shard *sh, uint32_t s, int *err)
   sl->shared++;
   sl->wb = true;
   sl->dirty = false;
+  sh->nwb++;
+  sh->ndirty--;
   atomic_fetch_sub (&tbl.ndirty, 1);
   pthread_mutex_unlock (&sh->lock);
   r = lower_pwrite (slot_mem (s), blk_len (b), blk_off (b), 0, err);
   pthread_mutex_lock (&sh->lock);
   sl->shared--;
   sl->wb = false;
+  sh->nwb--;
   if (r == -1) {
     if (!sl->dirty) {
       sl->dirty = true;
+      sh->ndirty++;
       atomic_fetch_add (&tbl.ndirty, 1);
     }
     CCOUNT (CS_ERRORS, 1);
@@ -206,7 +210,13 @@ writeback_all (enum pass_kind kind, int *err)
   for (uint32_t k = 0; k < tbl.nshards; k++) {
     struct shard *sh = &tbl.shards[k];
     pthread_mutex_lock (&sh->lock);
-    for (uint32_t s = sh->base; s < sh->base + sh->nslots; s++)
+    /* A shard with nothing dirty and no write-back in flight has
+     * nothing to give: a flush used to look at every slot, so that with
+     * 2G of 4K blocks the server answered some 1000 flushes a second
+     * in all, dirty or not (a review finding).
+     */
+    for (uint32_t s = sh->base;
+         (sh->ndirty || sh->nwb) && s < sh->base + sh->nslots; s++)
       if (tbl.slots[s].dirty || tbl.slots[s].wb)
         pass_ents[n++] = (struct pass_ent) { tbl.slots[s].blk,
                                              tbl.slots[s].dirtied };
