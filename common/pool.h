@@ -6,8 +6,9 @@
  * touches few pages) and never shared while in use.  When the pool is
  * full, callers wait, served in the order they came: memory is bounded
  * whatever the number of connections, and a large request is not
- * starved by small ones.  The lock is held only to find or release a run, never
- * across I/O.
+ * starved by small ones.  Only the first in line is woken when memory
+ * comes back: each waiter sleeps on its own condition variable.  The
+ * lock is held only to find or release a run, never across I/O.
  */
 #ifndef GMBLOCK_POOL_H
 #define GMBLOCK_POOL_H
@@ -20,6 +21,12 @@
 
 #define GM_POOL_UNIT 4096
 
+/* A caller waiting for memory, on its own stack. */
+struct gm_pool_waiter {
+  pthread_cond_t cond;
+  struct gm_pool_waiter *next;
+};
+
 struct gm_pool {
   struct gm_mem mem;
   size_t nunits;
@@ -28,8 +35,7 @@ struct gm_pool {
   size_t lost;                  /* units quarantined */
   size_t first_free;            /* no free unit below this index */
   pthread_mutex_t lock;
-  pthread_cond_t freed;
-  uint64_t next_ticket, serving; /* waiters, first come first served */
+  struct gm_pool_waiter *head, *tail; /* waiters, first come first served */
   size_t in_use;                /* units */
   size_t peak;                  /* units */
   uint64_t gets, waits;
