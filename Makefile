@@ -132,8 +132,8 @@ $(B)/tests/unit/test-rdma-fence-serve: filters/rdma/fence.c filters/rdma/serve.c
 $(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS) \
   -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
-# Counts the pool's waits (see the test).
-$(B)/tests/unit/test-pool: UNIT_LDFLAGS = -Wl,--wrap=pthread_cond_wait
+# Count the waits of the pool and of the range locks (see the tests).
+$(B)/tests/unit/test-pool $(B)/tests/unit/test-rangelock: UNIT_LDFLAGS = -Wl,--wrap=pthread_cond_wait
 $(B)/tests/unit/test-abandoned: UNIT_LDFLAGS = -Wl,--wrap=fdatasync -Wl,--wrap=pwrite
 $(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: plugins/gmblock-rdma/bridge.c plugins/gmblock-rdma/bridge.h tests/unit/fake-bridge.h
 $(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: UNIT_LDFLAGS = $(RDMA_LIBS)

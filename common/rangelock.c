@@ -7,7 +7,6 @@ void
 gm_rangelock_init (struct gm_rangelock *rl)
 {
   pthread_mutex_init (&rl->lock, NULL);
-  pthread_cond_init (&rl->changed, NULL);
   rl->head = rl->tail = NULL;
   rl->held = 0;
 }
@@ -16,7 +15,6 @@ void
 gm_rangelock_destroy (struct gm_rangelock *rl)
 {
   pthread_mutex_destroy (&rl->lock);
-  pthread_cond_destroy (&rl->changed);
 }
 
 static bool
@@ -43,6 +41,7 @@ gm_range_lock (struct gm_rangelock *rl, struct gm_range *r,
   r->start = start;
   r->end = end;
   r->exclusive = exclusive;
+  r->waiting = false;
   r->next = NULL;
 
   pthread_mutex_lock (&rl->lock);
@@ -52,17 +51,28 @@ gm_range_lock (struct gm_rangelock *rl, struct gm_range *r,
   else
     rl->head = r;
   rl->tail = r;
-  while (blocked (r))
-    pthread_cond_wait (&rl->changed, &rl->lock);
+  if (blocked (r)) {
+    pthread_cond_init (&r->cond, NULL);
+    r->waiting = true;
+    while (blocked (r))
+      pthread_cond_wait (&r->cond, &rl->lock);
+    r->waiting = false;
+    pthread_cond_destroy (&r->cond);
+  }
   rl->held++;
   pthread_mutex_unlock (&rl->lock);
 }
 
+/* Only a waiter that r held back (one queued after it that conflicts
+ * with it) can go once r is gone, and only if nothing else before it
+ * still holds it back.  A broadcast woke every waiter of the lock at
+ * every unlock, each to look through the whole queue again: with a
+ * thousand requests queued on one block (64 clients, 16 writes each)
+ * the server spent 20 times the CPU on them (a review finding).
+ */
 void
 gm_range_unlock (struct gm_rangelock *rl, struct gm_range *r)
 {
-  bool waiters;
-
   pthread_mutex_lock (&rl->lock);
   if (r->prev)
     r->prev->next = r->next;
@@ -73,9 +83,9 @@ gm_range_unlock (struct gm_rangelock *rl, struct gm_range *r)
   else
     rl->tail = r->prev;
   rl->held--;
-  /* Only nodes queued behind a conflicting one can be waiting. */
-  waiters = rl->head != NULL;
+  /* Woken under the lock: a waiter's node lives on its stack. */
+  for (struct gm_range *q = r->next; q; q = q->next)
+    if (q->waiting && conflicts (q, r) && !blocked (q))
+      pthread_cond_signal (&q->cond);
   pthread_mutex_unlock (&rl->lock);
-  if (waiters)
-    pthread_cond_broadcast (&rl->changed);
 }

@@ -6,6 +6,8 @@
  * (usually on its stack), so locking never allocates.  A request
  * waits only for earlier requests whose ranges overlap and conflict,
  * which makes the lock fair: a stream of readers cannot starve a writer.
+ * A waiter sleeps on its own condition variable, and an unlock wakes
+ * only those it was holding back that can now go.
  */
 #ifndef GMBLOCK_RANGELOCK_H
 #define GMBLOCK_RANGELOCK_H
@@ -17,12 +19,13 @@
 struct gm_range {
   uint64_t start, end;          /* [start, end) */
   bool exclusive;
+  bool waiting;                 /* asleep on cond (initialised then) */
+  pthread_cond_t cond;
   struct gm_range *prev, *next;
 };
 
 struct gm_rangelock {
   pthread_mutex_t lock;
-  pthread_cond_t changed;
   struct gm_range *head, *tail; /* in arrival order */
   unsigned held;
 };

@@ -19,7 +19,7 @@
 #include "sizes.h"
 
 static struct gm_rangelock wlocks = {
-  .lock = PTHREAD_MUTEX_INITIALIZER, .changed = PTHREAD_COND_INITIALIZER,
+  .lock = PTHREAD_MUTEX_INITIALIZER,
 };
 
 /* The piece of [offset, offset+count) inside block b. */
