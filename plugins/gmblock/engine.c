@@ -94,6 +94,34 @@ gm_engine_new_ring (unsigned depth, unsigned want)
   return u;
 }
 
+/* io_uring refused for good: io_uring_setup fails with EPERM under a
+ * seccomp profile that denies it (Docker's default since 25.0),
+ * kernel.io_uring_disabled, or ENOSYS on a kernel built without it.
+ * Every worker thread used to try again at each request and log an
+ * error once per thread (hundreds of lines with many clients, and none
+ * at start-up): now the first refusal says so once, as a warning, and
+ * the plugin serves as ring=none from then on.
+ */
+static atomic_bool uring_refused;
+
+static bool
+refused_for_good (int err)
+{
+  return err == EPERM || err == ENOSYS || err == EACCES;
+}
+
+static void
+say_refused (int err)
+{
+  if (!atomic_exchange (&uring_refused, true))
+    fprintf (stderr, "nbdkit: " GM_NAME ": warning: io_uring cannot be used "
+             "here (io_uring_setup: %s: a seccomp profile such as Docker's "
+             "default, kernel.io_uring_disabled, or a kernel without "
+             "io_uring): every request is served with "
+             "preadv2/pwritev2/fdatasync, as with ring=none\n",
+             strerror (err));
+}
+
 /* Each thread's ring is a descriptor, so a connection keeping nbdkit's
  * 16 threads busy holds about 20 (nbdkit's own take 4): at the usual
  * soft limit of 1024 some 50 such clients used them all, and nbdkit
@@ -157,7 +185,7 @@ my_ring (void)
     ring_destroy (thread_ring);
     thread_ring = NULL;
   }
-  if (thread_ring == NULL) {
+  if (thread_ring == NULL && !atomic_load (&uring_refused)) {
     /* Tried again at every request (descriptors may be free again);
      * said once per thread.
      */
@@ -178,6 +206,8 @@ my_ring (void)
     }
     if (thread_ring)
       pthread_setspecific (ring_key, thread_ring);
+    else if (refused_for_good (errno))
+      say_refused (errno);
     else if (!said) {
       said = true;
       nbdkit_error (GM_NAME ": io_uring_queue_init: %m: this thread "
@@ -230,6 +260,14 @@ gm_engine_init (void)
     errno = r;
     nbdkit_error (GM_NAME ": pthread_key_create: %m");
     return -1;
+  }
+  /* Said at start-up, where it is seen, if io_uring is refused here. */
+  if (gm.ring == GM_RING_PER_THREAD) {
+    struct gm_uring u;
+    if ((r = gm_uring_init (&u, 4, 0)) == 0)
+      gm_uring_exit (&u);
+    else if (refused_for_good (-r))
+      say_refused (-r);
   }
   return 0;
 }
