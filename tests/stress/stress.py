@@ -3,6 +3,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # Not part of make check: see tests/stress/README.md.
 #   stress.py SEED [--ops N] [--asan] [--stack-json JSON] [--size N] [--keep]
+#   stress.py SEED --uri URI [--uri URI...] [--offset N|end] [--size N]
+#             [--stack-desc TEXT] [--dump PREFIX] [--ops N]   (external server)
 import argparse, errno, json, os, random, re, shutil, signal, socket
 import subprocess, sys, threading, time, bisect, traceback
 import nbd
@@ -91,6 +93,83 @@ def pick_size(r):
     return base
 
 
+def first_bad(got, want, mask, own=None, owner=None):
+    """The first index i where got[i] breaks the model (want[i] under
+    mask[i]; with own, only bytes whose own[i] is owner count), or -1.
+    The same rule as a byte loop, on whole big integers: a trimmed
+    megabyte read back as zeros costs a loop of a million Python steps,
+    which under the guest lab's emulated CPU took seconds."""
+    n = len(got)
+    if got == want:
+        return -1
+    g = int.from_bytes(got, "big")
+    d = g ^ int.from_bytes(want, "big")           # non-zero bytes differ
+    allowed = int.from_bytes(mask.translate(_ANY_T), "big") | (
+        int.from_bytes(mask.translate(_OZ_T), "big")
+        & int.from_bytes(bytes(got).translate(_ZERO_T), "big"))
+    bad = d & ~allowed
+    if own is not None:
+        bad &= int.from_bytes(own.translate(_OWN_T[owner]), "big")
+    if not bad:
+        return -1
+    return n - 1 - (bad.bit_length() - 1) // 8
+
+
+_ANY_T = bytes(0xff if v == ANY else 0 for v in range(256))
+_OZ_T = bytes(0xff if v == OLD_OR_ZERO else 0 for v in range(256))
+_ZERO_T = bytes([0xff]) + bytes(255)
+_OWN_T = [bytes(0xff if v == o else 0 for v in range(256)) for o in range(256)]
+
+
+class Region:
+    """An NBD handle seen through the window [base, base + size) of its
+    export (external mode): offsets shift by base, block status is
+    clipped to the window, get_size is the window's."""
+    SHIFTED = ("pread", "pwrite", "zero", "trim", "cache", "aio_pread",
+               "aio_pwrite", "aio_zero", "aio_trim", "aio_cache")
+
+    def __init__(self, h, base, size):
+        self.h, self.base, self.size = h, base, size
+        self.export = h.get_size()
+        for name in self.SHIFTED:
+            f = getattr(h, name)
+            setattr(self, name, lambda a0, off, *rest, _f=f, **kw:
+                    _f(a0, off + base, *rest, **kw))
+
+    def __getattr__(self, k):
+        return getattr(self.h, k)
+
+    def get_size(self):
+        return self.size
+
+    def block_status(self, n, off, cb, flags=0):
+        base, end = self.base, self.base + self.size
+
+        bad = []
+
+        def shifted(m, o, e, err):
+            pos, out = o, []
+            for i in range(0, len(e), 2):
+                ln, st = e[i], e[i + 1]
+                if pos + ln > self.export:
+                    # raised after the call: an exception in libnbd's
+                    # callback would be an nbd.Error of another meaning
+                    bad.append(f"extent past the export's end [{pos},{pos + ln}) "
+                               f"size {self.export}")
+                if end < self.export and pos + ln > end:
+                    ln = end - pos
+                if ln > 0:
+                    out += [ln, st]
+                pos += ln
+                if pos >= end:
+                    break
+            return cb(m, o - base, out, err)
+        ret = self.h.block_status(n, off + base, shifted, flags)
+        if bad:
+            raise Failure(bad[0])
+        return ret
+
+
 class Server:
     def __init__(self, filters, opts, path, log, asan):
         self.dir = os.path.join(RUN, f"s{os.getpid()}")
@@ -161,13 +240,23 @@ class Stress:
         self.errors = []
         self.stats = {}
 
-    def connect(self, strict):
+    def connect(self, strict, uri=None):
         h = nbd.NBD()
         if not strict:
             h.set_strict_mode(0)
         h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
-        h.connect_uri(self.srv.uri)
-        return h
+        if uri is None:
+            h.connect_uri(self.srv.uri)
+            return h
+        h.connect_uri(uri)
+        return Region(h, self.base, self.size)
+
+    def rh(self, h, r):
+        """The handle to read back through: the worker's own, or (external
+        mode, several URIs) as often a lax one of any transport."""
+        if len(self.a.uri or ()) < 2 or r.random() < 0.5:
+            return h
+        return r.choice(self.hs)
 
     def count(self, k):
         self.stats[k] = self.stats.get(k, 0) + 1
@@ -178,19 +267,12 @@ class Stress:
         want = self.data[off:off + n]
         if got == want:
             return
-        mask = self.mask[off:off + n]
-        own = self.own[off:off + n] if owner is not None else None
-        for i in range(n):
-            g, w = got[i], want[i]
-            if g == w:
-                continue
-            if own is not None and own[i] != owner:
-                continue
-            m = mask[i]
-            if m == ANY or (m == OLD_OR_ZERO and g == 0):
-                continue
-            raise Failure(f"WRONG DATA {what}: byte {off + i} (req {off}+{n}) "
-                          f"got {g:#04x} want {w:#04x} mask {m}")
+        i = first_bad(got, want, self.mask[off:off + n],
+                      self.own[off:off + n] if owner is not None else None, owner)
+        if i < 0:
+            return
+        raise Failure(f"WRONG DATA {what}: byte {off + i} (req {off}+{n}) "
+                      f"got {got[i]:#04x} want {want[i]:#04x} mask {self.mask[off + i]}")
 
     def check_extents(self, what, off, n, ext, owner=None):
         pos = off
@@ -303,7 +385,7 @@ class Stress:
                         self.apply("pwrite", off, n, buf)
                     self.count("pwrite")
                     if r.random() < 0.5:
-                        self.check(f"w{me} readback", off, h.pread(n, off), me)
+                        self.check(f"w{me} readback", off, self.rh(h, r).pread(n, off), me)
                 elif x < 0.38:
                     off, n = self.own_range(r, me)
                     fl = 0
@@ -323,7 +405,7 @@ class Stress:
                         else:
                             raise Failure(f"w{me}: zero {off}+{n} flags {fl}: {e}")
                     if r.random() < 0.5:
-                        self.check(f"w{me} zero readback", off, h.pread(n, off), me)
+                        self.check(f"w{me} zero readback", off, self.rh(h, r).pread(n, off), me)
                 elif x < 0.43 and self.can_trim:
                     off, n = self.own_range(r, me)
                     fl = nbd.CMD_FLAG_FUA if self.can_fua and r.random() < 0.2 else 0
@@ -336,7 +418,7 @@ class Stress:
                     # read anywhere, check own bytes only
                     n = self.rlen(r, self.size)
                     off = self.roff(r, n)
-                    got = h.pread(n, off)
+                    got = self.rh(h, r).pread(n, off)
                     self.check(f"w{me} pread", off, got, me)
                     self.count("pread")
                 elif x < 0.80:
@@ -434,7 +516,7 @@ class Stress:
                     self.count("aio-burst")
                     for kind, o, n, b, fl, err in done:
                         if kind in ("pwrite", "zero") and r.random() < 0.3:
-                            self.check(f"w{me} burst readback", o, h.pread(n, o), me)
+                            self.check(f"w{me} burst readback", o, self.rh(h, r).pread(n, o), me)
 
     # global phase: one thread, arbitrary ranges --------------------------
     def global_ops(self, nops):
@@ -482,6 +564,81 @@ class Stress:
             else:
                 h.flush()
 
+    def exercise(self, uris=None, init=None):
+        """Connect, run the phases, check everything at the end; the
+        handles are left in self.hs_all (the last one lax)."""
+        a, r = self.a, self.r
+        self.hs_all = []
+        nconn = r.randint(1, 4)
+        if uris:
+            k = r.randrange(len(uris))
+            hs = [self.connect(r.random() < 0.3, uris[(k + i) % len(uris)])
+                  for i in range(nconn)]
+            lax = self.connect(False, uris[(k + nconn) % len(uris)])
+        else:
+            hs = [self.connect(strict=r.random() < 0.3) for _ in range(nconn)]
+            lax = self.connect(strict=False)
+        hs.append(lax)
+        hs_all = self.hs_all = hs
+        self.hs = [lax] + [h for h in hs if h.get_strict_mode() == 0] or [lax]
+        if uris:
+            self.write_initial(init)
+        h0 = hs[0]
+        assert h0.get_size() == self.size, (h0.get_size(), self.size)
+        self.can_fua = h0.can_fua()
+        self.can_trim = h0.can_trim()
+        self.can_fast_zero = h0.can_fast_zero()
+        self.can_cache = h0.can_cache()
+        nthr = r.randint(2, 6)
+        hs = hs_all[:-1] if len(hs_all) > 1 else hs_all
+        # chunks owned round-robin by threads
+        self.chunks, owners = [], []
+        pos = 0
+        scale = max(1, self.size // (64 * K))
+        while pos < self.size:
+            n = min(r.choice([r.randint(1, 300), r.randint(1, 5000),
+                              min(r.randint(1, 70 * K), 2000 * scale), 4096, 512]), self.size - pos)
+            self.chunks.append((pos, n))
+            pos += n
+        self.own = bytearray(self.size)
+        self.mine = [[] for _ in range(nthr)]
+        for i, (o, n) in enumerate(self.chunks):
+            t = i % nthr
+            self.mine[t].append(i)
+            self.own[o:o + n] = bytes([t]) * n
+        self.verify_all("initial", lax)
+        total = a.ops
+        per = max(50, total // 4 // nthr)
+        done = 0
+        self.phase = 0
+        while done < total and not self.errors:
+            self.phase += 1
+            # threads share connections; strict ones only get aligned-ok ops?
+            # libnbd strict mode refuses unaligned only if server advertises
+            # a minimum block size > 1; use lax handles if refused.
+            ths = []
+            for t in range(nthr):
+                h = hs[t % len(hs)]
+                if h.get_strict_mode() != 0:
+                    h = lax if r.random() < 0.5 else h
+                ths.append(threading.Thread(target=self.worker_safe, args=(t, h, per)))
+            for t in ths:
+                t.start()
+            for t in ths:
+                t.join(600)
+                if t.is_alive():
+                    raise Failure("HANG: worker thread stuck for 600s")
+            done += per * nthr
+            if self.errors:
+                break
+            # barrier: global ops and full check
+            self.global_ops(r.randint(5, 40))
+            done += 20
+            self.verify_all(f"after phase {self.phase}", r.choice(self.hs))
+        if self.errors:
+            raise Failure("; ".join(self.errors[:3]))
+        self.verify_all("final", lax)
+
     def verify_all(self, what, h):
         off = 0
         while off < self.size:
@@ -491,6 +648,8 @@ class Stress:
 
     def run(self):
         a, r = self.a, self.r
+        if a.uri:
+            return self.run_external()
         self.size = a.size or pick_size(r)
         if a.stack_json:
             filters, opts = json.loads(a.stack_json)
@@ -532,73 +691,14 @@ class Stress:
             os.unlink(path)
             return 0 if "STARTFAIL" in str(e) else 1
         fails = []
-        hs = hs_all = []
+        self.hs_all = []
         try:
-            nconn = r.randint(1, 4)
-            hs = [self.connect(strict=r.random() < 0.3) for _ in range(nconn)]
-            lax = self.connect(strict=False)
-            hs.append(lax)
-            hs_all = hs
-            self.hs = [lax] + [h for h in hs if h.get_strict_mode() == 0] or [lax]
-            h0 = hs[0]
-            assert h0.get_size() == self.size, (h0.get_size(), self.size)
-            self.can_fua = h0.can_fua()
-            self.can_trim = h0.can_trim()
-            self.can_fast_zero = h0.can_fast_zero()
-            self.can_cache = h0.can_cache()
-            nthr = r.randint(2, 6)
-            hs = hs_all[:-1] if len(hs_all) > 1 else hs_all
-            # chunks owned round-robin by threads
-            self.chunks, owners = [], []
-            pos = 0
-            scale = max(1, self.size // (64 * K))
-            while pos < self.size:
-                n = min(r.choice([r.randint(1, 300), r.randint(1, 5000),
-                                  min(r.randint(1, 70 * K), 2000 * scale), 4096, 512]), self.size - pos)
-                self.chunks.append((pos, n))
-                pos += n
-            self.own = bytearray(self.size)
-            self.mine = [[] for _ in range(nthr)]
-            for i, (o, n) in enumerate(self.chunks):
-                t = i % nthr
-                self.mine[t].append(i)
-                self.own[o:o + n] = bytes([t]) * n
-            self.verify_all("initial", lax)
-            total = a.ops
-            per = max(50, total // 4 // nthr)
-            done = 0
-            self.phase = 0
-            while done < total and not self.errors:
-                self.phase += 1
-                # threads share connections; strict ones only get aligned-ok ops?
-                # libnbd strict mode refuses unaligned only if server advertises
-                # a minimum block size > 1; use lax handles if refused.
-                ths = []
-                for t in range(nthr):
-                    h = hs[t % len(hs)]
-                    if h.get_strict_mode() != 0:
-                        h = lax if r.random() < 0.5 else h
-                    ths.append(threading.Thread(target=self.worker_safe, args=(t, h, per)))
-                for t in ths:
-                    t.start()
-                for t in ths:
-                    t.join(600)
-                    if t.is_alive():
-                        raise Failure("HANG: worker thread stuck for 600s")
-                done += per * nthr
-                if self.errors:
-                    break
-                # barrier: global ops and full check
-                self.global_ops(r.randint(5, 40))
-                done += 20
-                self.verify_all(f"after phase {self.phase}", r.choice(self.hs))
-            if self.errors:
-                raise Failure("; ".join(self.errors[:3]))
-            self.verify_all("final", lax)
+            self.exercise()
+            hs_all = self.hs_all
             hs_all[-1].flush()
             for h in hs_all:
                 h.shutdown()
-            hs_all = hs = []
+            self.hs_all = []
             self.hs = []
             time.sleep(1.5)
             rc = self.srv.stop()
@@ -618,7 +718,7 @@ class Stress:
         except nbd.Error as e:
             fails.append(f"nbd error: {e}")
         finally:
-            for h in hs_all:
+            for h in self.hs_all:
                 try: h.shutdown()
                 except Exception: pass
             self.hs = []
@@ -649,6 +749,91 @@ class Stress:
             os.unlink(log)
         return 1 if fails else 0
 
+    # external mode ----------------------------------------------------
+    def write_initial(self, init):
+        """The seed's initial contents, written through every lax handle
+        in turn (so through every transport), its zero areas zeroed
+        (a hole may be punched: MAY_TRIM), then flushed on each."""
+        hs = self.hs
+        for i, o in enumerate(range(0, self.size, M)):
+            hs[i % len(hs)].pwrite(bytes(init[o:o + M]), o)
+        for i, (o, n, fl) in enumerate(self.zero_areas):
+            hs[i % len(hs)].zero(n, o, fl)
+        for h in hs:
+            h.flush()
+
+    def run_external(self):
+        """Drive a server already running (a.uri: one or more URIs of one
+        export, e.g. a bridge and the server itself): no stack is picked
+        and nothing is started or stopped; the seed's size (or --size) is
+        a window of the export at --offset, written first through the
+        connections. What the file check of the default mode would prove
+        is left to the caller: --dump writes the model at the end."""
+        a, r = self.a, self.r
+        h = nbd.NBD()
+        h.connect_uri(a.uri[0])
+        export = h.get_size()
+        h.shutdown()
+        self.size = min(a.size or pick_size(r), export)
+        if a.offset == "end":
+            self.base = export - self.size
+        else:
+            self.base = int(a.offset)
+            self.size = min(self.size, export - self.base)
+        if self.size <= 0:
+            raise SystemExit(f"offset {self.base} is past the export's end ({export})")
+        # The same draws as the default mode's file and hole.
+        init = bytearray(random.Random(a.seed ^ 0x5eed).randbytes(self.size))
+        self.zero_areas = []
+        for _ in range(r.randint(0, 4)):
+            n = r.randint(1, self.size // 4 + 1)
+            o = r.randrange(0, self.size - n + 1)
+            init[o:o + n] = bytes(n)
+            self.zero_areas.append((o, n, nbd.CMD_FLAG_NO_HOLE))
+        if r.random() < 0.3:  # a hole
+            n = r.randint(4096, max(4096, self.size // 4)) // 4096 * 4096
+            o = r.randrange(0, max(1, self.size - n)) // 4096 * 4096
+            if o + n <= self.size:
+                init[o:o + n] = bytes(n)
+                self.zero_areas.append((o, n, 0))
+        self.data = bytearray(init)
+        self.mask = bytearray(self.size)
+        desc = (f"seed={a.seed} size={self.size} offset={self.base} export={export} "
+                f"uris={len(a.uri)} stack={a.stack_desc or '?'}")
+        print(desc, flush=True)
+        fails = []
+        self.hs_all = []
+        t0 = time.time()
+        try:
+            self.exercise(a.uri, init)
+            self.hs_all[-1].flush()
+            for h in self.hs_all:
+                h.shutdown()
+            self.hs_all = []
+        except Failure as e:
+            fails.append(str(e))
+        except nbd.Error as e:
+            fails.append(f"nbd error: {e}")
+        finally:
+            for h in self.hs_all:
+                try: h.shutdown()
+                except Exception: pass
+            self.hs = []
+        if a.dump:
+            with open(a.dump + ".json", "w") as f:
+                json.dump({"seed": a.seed, "offset": self.base, "size": self.size,
+                           "export": export, "desc": desc, "failed": bool(fails)}, f)
+            with open(a.dump + ".data", "wb") as f:
+                f.write(self.data)
+            with open(a.dump + ".mask", "wb") as f:
+                f.write(self.mask)
+        ops = sum(self.stats.values())
+        print(f"RESULT seed={a.seed} {'FAIL' if fails else 'PASS'} ops={ops} "
+              f"{time.time() - t0:.0f}s {self.stats} | {desc}", flush=True)
+        for f in fails:
+            print("  FAIL:", f, flush=True)
+        return 1 if fails else 0
+
     def worker_safe(self, t, h, n):
         self.worker(t, h, n)
 
@@ -662,6 +847,14 @@ def main():
     ap.add_argument("--stack-json")
     ap.add_argument("--size", type=int)
     ap.add_argument("--keep", action="store_true")
+    ap.add_argument("--uri", action="append",
+                    help="external mode: drive the server at URI (repeat for more "
+                    "transports of one export; connections alternate among them)")
+    ap.add_argument("--offset", default="0",
+                    help="external mode: the window's start in the export, or 'end'")
+    ap.add_argument("--stack-desc", help="external mode: the stack, for the log")
+    ap.add_argument("--dump", help="external mode: write the final model to "
+                    "PREFIX.json, PREFIX.data, PREFIX.mask (see cmpdump.py)")
     a = ap.parse_args()
     return Stress(a).run()
 
