@@ -5,6 +5,7 @@
 #   stress.py SEED [--ops N] [--asan] [--stack-json JSON] [--size N] [--keep]
 #   stress.py SEED --uri URI [--uri URI...] [--offset N|end] [--size N]
 #             [--stack-desc TEXT] [--dump PREFIX] [--ops N]   (external server)
+#   stress.py SEED --pick-stack [--size N]    (the stack the seed picks)
 import argparse, errno, json, os, random, re, shutil, signal, socket
 import subprocess, sys, threading, time, bisect, traceback
 import nbd
@@ -575,6 +576,7 @@ class Stress:
             hs = [self.connect(r.random() < 0.3, uris[(k + i) % len(uris)])
                   for i in range(nconn)]
             lax = self.connect(False, uris[(k + nconn) % len(uris)])
+            self.conns = "".join(str((k + i) % len(uris)) for i in range(nconn + 1))
         else:
             hs = [self.connect(strict=r.random() < 0.3) for _ in range(nconn)]
             lax = self.connect(strict=False)
@@ -800,6 +802,7 @@ class Stress:
         self.mask = bytearray(self.size)
         desc = (f"seed={a.seed} size={self.size} offset={self.base} export={export} "
                 f"uris={len(a.uri)} stack={a.stack_desc or '?'}")
+        # conns= below: the --uri index of each connection, the lax one last
         print(desc, flush=True)
         fails = []
         self.hs_all = []
@@ -829,7 +832,8 @@ class Stress:
                 f.write(self.mask)
         ops = sum(self.stats.values())
         print(f"RESULT seed={a.seed} {'FAIL' if fails else 'PASS'} ops={ops} "
-              f"{time.time() - t0:.0f}s {self.stats} | {desc}", flush=True)
+              f"{time.time() - t0:.0f}s conns={getattr(self, 'conns', '?')} "
+              f"{self.stats} | {desc}", flush=True)
         for f in fails:
             print("  FAIL:", f, flush=True)
         return 1 if fails else 0
@@ -855,7 +859,17 @@ def main():
     ap.add_argument("--stack-desc", help="external mode: the stack, for the log")
     ap.add_argument("--dump", help="external mode: write the final model to "
                     "PREFIX.json, PREFIX.data, PREFIX.mask (see cmpdump.py)")
+    ap.add_argument("--pick-stack", action="store_true",
+                    help="print the stack the seed picks for an export of --size "
+                    "bytes (--filter= options, then the parameters, then the cache "
+                    "mode or none, one line each) and exit")
     a = ap.parse_args()
+    if a.pick_stack:
+        filters, opts, mode = pick_stack(random.Random(a.seed), a.size or 64 * M)
+        print(" ".join("--filter=" + f for f in filters))
+        print(" ".join(opts))
+        print(mode or "none")
+        return 0
     return Stress(a).run()
 
 

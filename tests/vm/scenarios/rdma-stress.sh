@@ -1,0 +1,110 @@
+# Randomized differential stress of the RDMA transport (issue 10), as
+# tests/stress does over TCP on the host: per seed, gmblock on a virtio
+# disk or md RAID0 behind --filter=gmblock-rdma with the filters the
+# seed picks below it (stress.py --pick-stack: gmblock-readahead,
+# gmblock-cache in any mode, gmblock-stripe), random RDMA settings
+# (pool, workers, pieces, split), a bridge with random credits and pool,
+# maybe gmblock-readahead on the bridge. Three stress.py runs at once
+# (external mode), each in its own window of the export and checking
+# every read against its byte model: two through both the bridge and
+# TCP on the server itself (their connections alternate, reads of their
+# own writes cross transports), one through the bridge alone. Then the
+# bridge and the server stop (SIGTERM) and the disk must hold each
+# model byte for byte (not with cache-mode=unsafe).
+#   LAB_STRESS_SEEDS="1 2 3"  the seeds (one server stack each)
+#   LAB_STRESS_OPS=N          operations per stress.py run
+# More seeds take longer: raise LAB_TIMEOUT with them.
+# lab-disks: virtio:48M virtio:12M virtio:12M virtio:12M virtio:12M
+# lab-timeout: 420
+# lab-smp: 2
+. "$LAB_REPO/tests/vm/guest/lib.sh"
+[ -f "$LAB_REPO/filters/rdma/nbdkit-gmblock-rdma-filter.so" ] &&
+    [ -f "$LAB_REPO/plugins/gmblock-rdma/nbdkit-gmblock-rdma-plugin.so" ] ||
+    fail "gmblock-rdma not built: run make at the top first"
+load virtio_blk
+rxe_pair
+make_raid 0 /dev/vdb /dev/vdc /dev/vdd /dev/vde
+PY=/usr/bin/python3
+STRESS=$LAB_REPO/tests/stress/stress.py
+export STRESS_RUN=$LAB_RUN/stress
+mkdir -p "$STRESS_RUN"
+seeds=${LAB_STRESS_SEEDS:-1 2 3 4}
+ops=${LAB_STRESS_OPS:-300}
+procs=3
+# A filter after the plugin's name is nbdkit's (getopt), not ./nbdkit's:
+# it takes the module's path.
+ra_so=${GMBLOCK_BUILDDIR:-$LAB_REPO}/filters/readahead/nbdkit-gmblock-readahead-filter.so
+
+# pick WORD...: one of the words, from bash's RANDOM (seeded per seed).
+pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+
+passed=0
+skipped=0
+for seed in $seeds; do
+    RANDOM=$seed
+    disk=$(pick /dev/vda /dev/md0)
+    size=$(blockdev --getsize64 "$disk")
+    # (no process substitution: the guest has no /dev/fd)
+    out=$("$PY" "$STRESS" "$seed" --pick-stack --size "$size") ||
+        fail "seed $seed: stress.py --pick-stack failed"
+    mapfile -t st <<<"$out"
+    [ ${#st[@]} = 3 ] || fail "seed $seed: stress.py --pick-stack said: ${st[*]}"
+    read -r -a filters <<<"${st[0]}"
+    read -r -a params <<<"${st[1]}"
+    mode=${st[2]}
+    rp=(rdma-pool=$(pick 1M 4M 32M) rdma-threads=$(pick 1 2 8 8))
+    [ $((RANDOM % 2)) = 0 ] && rp+=(rdma-piece=$(pick 0 4K 64K 256K 1M))
+    [ $((RANDOM % 3)) = 0 ] && rp+=(rdma-split=always)
+    bp=(credits=$(pick 1 4 16 32) pool=$(pick 64K 256K 1M 16M))
+    if [ $((RANDOM % 3)) = 0 ]; then
+        bp+=(--filter="$ra_so" ra-min=$(pick 4K 64K) ra-max=$(pick 64K 1M))
+    fi
+    stack="gmblock-rdma ${filters[*]} gmblock $disk ${params[*]} ${rp[*]} | bridge ${bp[*]}"
+    step "seed $seed: $stack"
+    rm -f "$LAB_OUT/srv$seed.rdma-stats"
+    serve "srv$seed" 10809 "$disk" --filter=gmblock-rdma "${filters[@]}" -- \
+        rdma=10.77.0.1 rdma-stats="$LAB_OUT/srv$seed.rdma-stats" "${params[@]}" "${rp[@]}"
+    bridge "br$seed" 10.77.0.1 "${bp[@]}"
+    br="nbd+unix:///?socket=$LAB_RUN/br$seed.sock"
+    tcp=nbd://127.0.0.1:10809
+    # Windows: one slot of the export each, at an unaligned offset, the
+    # last one ending at the export's end (a seed's size is at most
+    # 8M + 4095, a slot 16M).
+    slot=$((size / procs))
+    pids=()
+    for ((j = 0; j < procs; j++)); do
+        s=$((seed * 100 + j))
+        if ((j == procs - 1)); then off=end; else off=$((j * slot + RANDOM % 4096)); fi
+        uris=(--uri "$br")
+        ((j < 2)) && uris+=(--uri "$tcp")
+        "$PY" "$STRESS" "$s" "${uris[@]}" --offset "$off" --ops "$ops" \
+            --stack-desc "$stack" --dump "$STRESS_RUN/m$s" >"$LAB_OUT/stress-$s.txt" 2>&1 &
+        pids+=($!)
+    done
+    bad=
+    for ((j = 0; j < procs; j++)); do
+        wait "${pids[j]}" || bad+=" $((seed * 100 + j))"
+        cat "$LAB_OUT/stress-$((seed * 100 + j)).txt"
+    done
+    [ -z "$bad" ] || fail "seed $seed: stress.py failed for$bad (stack: $stack)"
+    stop "br$seed"
+    stop "srv$seed"
+    echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv$seed.rdma-stats")"
+    echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br$seed.stats")"
+    [ "$(rdma_counter "srv$seed.rdma-stats" protocol_errors)" = 0 ] ||
+        fail "seed $seed: protocol errors"
+    counter_above rdma_read_bytes "$(rdma_counter "srv$seed.rdma-stats" read_bytes)" 0 "reads went over RDMA"
+    counter_above rdma_write_bytes "$(rdma_counter "srv$seed.rdma-stats" write_bytes)" 0 "writes went over RDMA"
+    if [ "$mode" = unsafe ]; then
+        echo "cache-mode=unsafe: what reached the disk is not checked"
+        skipped=$((skipped + 1))
+    else
+        drop_caches "$disk"
+        for ((j = 0; j < procs; j++)); do
+            "$PY" "$LAB_REPO/tests/stress/cmpdump.py" "$STRESS_RUN/m$((seed * 100 + j))" "$disk" ||
+                fail "seed $seed: after SIGTERM $disk differs from the model of stress seed $((seed * 100 + j)) (stack: $stack)"
+        done
+    fi
+    passed=$((passed + 1))
+done
+echo "rdma-stress: $passed seeds passed ($skipped without the disk check: cache-mode=unsafe)"
