@@ -15,7 +15,7 @@
 #   LAB_STRESS_OPS=N          operations per stress.py run
 # More seeds take longer: raise LAB_TIMEOUT with them.
 # lab-disks: virtio:48M virtio:12M virtio:12M virtio:12M virtio:12M
-# lab-timeout: 420
+# lab-timeout: 540
 # lab-smp: 2
 . "$LAB_REPO/tests/vm/guest/lib.sh"
 [ -f "$LAB_REPO/filters/rdma/nbdkit-gmblock-rdma-filter.so" ] &&
@@ -35,14 +35,16 @@ procs=3
 # it takes the module's path.
 ra_so=${GMBLOCK_BUILDDIR:-$LAB_REPO}/filters/readahead/nbdkit-gmblock-readahead-filter.so
 
-# pick WORD...: one of the words, from bash's RANDOM (seeded per seed).
-pick() { local a=("$@"); echo "${a[RANDOM % ${#a[@]}]}"; }
+# pick VAR WORD...: VAR is one of the words, from bash's RANDOM (seeded
+# per seed). Not in $(...): a subshell reseeds RANDOM, and the seed's
+# stack would not be the same twice.
+pick() { local v=$1; shift; local a=("$@"); printf -v "$v" %s "${a[RANDOM % ${#a[@]}]}"; }
 
 passed=0
 skipped=0
 for seed in $seeds; do
     RANDOM=$seed
-    disk=$(pick /dev/vda /dev/md0)
+    pick disk /dev/vda /dev/md0
     size=$(blockdev --getsize64 "$disk")
     # (no process substitution: the guest has no /dev/fd)
     out=$("$PY" "$STRESS" "$seed" --pick-stack --size "$size") ||
@@ -52,13 +54,18 @@ for seed in $seeds; do
     read -r -a filters <<<"${st[0]}"
     read -r -a params <<<"${st[1]}"
     mode=${st[2]}
-    rp=(rdma-pool=$(pick 1M 4M 32M) rdma-threads=$(pick 1 2 8 8))
-    [ $((RANDOM % 2)) = 0 ] && rp+=(rdma-piece=$(pick 0 4K 64K 256K 1M))
+    pick pool 1M 4M 32M
+    pick threads 1 2 8 8
+    rp=(rdma-pool=$pool rdma-threads=$threads)
+    pick piece 0 4K 64K 256K 1M
+    [ $((RANDOM % 2)) = 0 ] && rp+=(rdma-piece=$piece)
     [ $((RANDOM % 3)) = 0 ] && rp+=(rdma-split=always)
-    bp=(credits=$(pick 1 4 16 32) pool=$(pick 64K 256K 1M 16M))
-    if [ $((RANDOM % 3)) = 0 ]; then
-        bp+=(--filter="$ra_so" ra-min=$(pick 4K 64K) ra-max=$(pick 64K 1M))
-    fi
+    pick credits 1 4 16 32
+    pick bpool 64K 256K 1M 16M
+    bp=(credits=$credits pool=$bpool)
+    pick ra_min 4K 64K
+    pick ra_max 64K 1M
+    [ $((RANDOM % 3)) = 0 ] && bp+=(--filter="$ra_so" ra-min=$ra_min ra-max=$ra_max)
     stack="gmblock-rdma ${filters[*]} gmblock $disk ${params[*]} ${rp[*]} | bridge ${bp[*]}"
     step "seed $seed: $stack"
     rm -f "$LAB_OUT/srv$seed.rdma-stats"
