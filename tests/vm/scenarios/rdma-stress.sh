@@ -13,7 +13,8 @@
 # model byte for byte (not with cache-mode=unsafe).
 #   LAB_STRESS_SEEDS="1 2 3"  the seeds (one server stack each)
 #   LAB_STRESS_OPS=N          operations per stress.py run
-# More seeds take longer: raise LAB_TIMEOUT with them.
+# More seeds take longer: raise LAB_TIMEOUT with them. LAB_CORRUPT=1
+# flips a byte on the disk before the comparison (it must then fail).
 # lab-disks: virtio:48M virtio:12M virtio:12M virtio:12M virtio:12M
 # lab-timeout: 540
 # lab-smp: 2
@@ -110,6 +111,18 @@ for seed in $seeds; do
         echo "cache-mode=unsafe: what reached the disk is not checked"
         skipped=$((skipped + 1))
     else
+        # LAB_CORRUPT=1: one byte the model knows exactly, flipped behind
+        # the server's back: the comparison below must fail.
+        [ "${LAB_CORRUPT:-0}" = 1 ] && must "$PY" - "$STRESS_RUN/m$((seed * 100))" "$disk" <<'PY'
+import json, os, sys
+m = json.load(open(sys.argv[1] + ".json"))
+i = open(sys.argv[1] + ".mask", "rb").read().index(0)
+fd = os.open(sys.argv[2], os.O_RDWR)
+o = m["offset"] + i
+os.pwrite(fd, bytes([os.pread(fd, 1, o)[0] ^ 0xff]), o)
+os.fsync(fd)
+print("LAB_CORRUPT=1: flipped the byte at", o)
+PY
         drop_caches "$disk"
         for ((j = 0; j < procs; j++)); do
             "$PY" "$LAB_REPO/tests/stress/cmpdump.py" "$STRESS_RUN/m$((seed * 100 + j))" "$disk" ||
