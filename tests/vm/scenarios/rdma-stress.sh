@@ -101,6 +101,13 @@ for seed in $seeds; do
     [ -z "$bad" ] || fail "seed $seed: stress.py failed for$bad (stack: $stack)"
     stop "br$seed"
     stop "srv$seed"
+    for f in "srv$seed" "br$seed"; do
+        [ -s "$LAB_OUT/$f.nbdkit.log" ] || continue
+        echo "--- $f.nbdkit.log (first lines):"
+        head -n 20 "$LAB_OUT/$f.nbdkit.log"
+        ! grep -qE 'Assertion|runtime error|Segmentation|SIGSEGV|double free|stack smashing|\bBUG\b' \
+            "$LAB_OUT/$f.nbdkit.log" || fail "seed $seed: $f.nbdkit.log reports a crash or a bug"
+    done
     echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv$seed.rdma-stats")"
     echo "bridge: $(tr '\n' ' ' <"$LAB_OUT/br$seed.stats")"
     [ "$(rdma_counter "srv$seed.rdma-stats" protocol_errors)" = 0 ] ||
