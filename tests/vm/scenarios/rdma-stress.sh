@@ -108,6 +108,7 @@ for seed in $seeds; do
     done
     # Restarts while they run: a clean stop answers what the server
     # took, flushes and says goodbye; the bridge sends the rest again.
+    nr=0
     for ((k = 0; k < restarts; k++)); do
         sleep $((3 + RANDOM % 8))
         alive=0
@@ -117,8 +118,9 @@ for seed in $seeds; do
         stop "srv$seed"
         srv_check "srv$seed"
         serve "srv$seed" 10809 "${srv_args[@]}"
-        restarted=$((restarted + 1))
+        nr=$((nr + 1))
     done
+    restarted=$((restarted + nr))
     bad=
     for ((j = 0; j < procs; j++)); do
         wait "${pids[j]}" || bad+=" $((seed * 100 + j))"
@@ -141,6 +143,12 @@ for seed in $seeds; do
     counter_above rdma_write_bytes "$(rdma_counter "srv$seed.rdma-stats" write_bytes)" 0 "writes went over RDMA"
     [ "$(rdma_counter "br$seed.stats" lost_write_flushes)" = 0 ] ||
         fail "seed $seed: the bridge failed a flush for writes lost with the server"
+    if ((nr > 0)); then
+        counter_above goodbyes "$(rdma_counter "br$seed.stats" goodbyes)" 0 "the bridge heard the server's goodbye"
+        counter_above reconnects "$(rdma_counter "br$seed.stats" reconnects)" 0 "the bridge reconnected after the restarts"
+        [ "$(rdma_counter "br$seed.stats" transport_errors)" = 0 ] ||
+            fail "seed $seed: requests failed with EIO across a clean restart"
+    fi
     # LAB_CORRUPT=1: one byte the model knows exactly, flipped behind
     # the server's back: the comparison below must fail.
     [ "${LAB_CORRUPT:-0}" = 1 ] && must "$PY" - "$STRESS_RUN/m$((seed * 100))" "$disk" <<'PY'
