@@ -473,8 +473,11 @@ class Crash:
         not count).  The failure was counted after the first failed
         request was sent (t_lo) and before the first failed reply (t):
         each connection must have had a failed flush or FUA reply after
-        t_lo, at the latest from its first flush or FUA request sent
-        after t."""
+        t_lo, at the latest with its first flush or FUA request sent
+        after t (F).  "Next" is by reply: a request of the connection
+        in flight beside F may take the EIO instead of F (a burst's
+        replies are seen in the order sent, so a failure sent before F's
+        reply was seen counts)."""
         if self.mode in (None, "bypass", "unsafe"):
             return []
         sync = lambda o: o.kind == "flush" or (o.fua and o.st != "nop")
@@ -492,7 +495,7 @@ class Crash:
             if not after:
                 continue
             f = after[0]
-            if not any(o.st == "fail" and o.done > t_lo and o.send <= f.send for o in mine):
+            if not any(o.st == "fail" and o.done > t_lo and o.send < f.done for o in mine):
                 bad.append(f"PENDING: c{ci} was never told of the flush failure "
                            f"(first failed request sent at {t_lo}, first failed reply "
                            f"at {t}): {f!r} succeeded")
