@@ -47,18 +47,26 @@ ring_destroy (void *p)
  * under a limit of 8M a 4M pool, which start-up's probe registers, is
  * registered by two worker threads' rings and no more.  Said once.
  */
+void
+gm_engine_pool_and_memlock (char size[32], char lim[32])
+{
+  struct rlimit rl;
+
+  strcpy (lim, "unlimited");
+  if (getrlimit (RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
+    gm_format_size (rl.rlim_cur, lim, 32);
+  gm_format_size (gm.pool->mem.len, size, 32);
+}
+
 static void
 say_unregistered (int err)
 {
   static atomic_bool said;
-  char size[32], lim[32] = "unlimited";
-  struct rlimit rl;
+  char size[32], lim[32];
 
   if (atomic_exchange (&said, true))
     return;
-  if (getrlimit (RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    gm_format_size (rl.rlim_cur, lim, sizeof lim);
-  gm_format_size (gm.pool->mem.len, size, sizeof size);
+  gm_engine_pool_and_memlock (size, lim);
   fprintf (stderr, "nbdkit: " GM_NAME ": warning: a worker thread's io_uring "
            "cannot register the %s buffer pool (%s; RLIMIT_MEMLOCK is %s): "
            "every ring registers the whole pool and each registration counts "

@@ -175,8 +175,7 @@ static void
 probe_fixed_buffers (void)
 {
   struct gm_uring u;
-  struct rlimit rl;
-  char lim[32] = "unlimited", size[32];
+  char lim[32], size[32];
   int r;
 
   if (gm_uring_init (&u, 4, 0) < 0)
@@ -192,9 +191,7 @@ probe_fixed_buffers (void)
                   "plain buffers", gm.buffer_desc, strerror (-r));
     return;
   }
-  if (getrlimit (RLIMIT_MEMLOCK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY)
-    gm_format_size (rl.rlim_cur, lim, sizeof lim);
-  gm_format_size (gm.pool->mem.len, size, sizeof size);
+  gm_engine_pool_and_memlock (size, lim);
   fprintf (stderr, "nbdkit: " GM_NAME ": warning: cannot register the %s "
            "buffer pool with io_uring (%s; RLIMIT_MEMLOCK is %s): using "
            "plain buffers, which costs a little CPU per request; raise the "

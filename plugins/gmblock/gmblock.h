@@ -99,6 +99,9 @@ int gm_engine_fdatasync (int fd);
  * may still land in or read from its buffer; fail-stop is set). */
 bool gm_engine_lost (void);
 struct gm_uring *gm_engine_new_ring (unsigned depth, unsigned want);
+/* The pool's size and RLIMIT_MEMLOCK ("unlimited"), for messages about
+ * registering the pool with io_uring. */
+void gm_engine_pool_and_memlock (char size[32], char lim[32]);
 /* engine-shared.c, engine-sync.c */
 int gm_shared_init (void);
 void gm_shared_cleanup (void);
