@@ -133,6 +133,7 @@ $(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS) \
   -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
 # Count the waits of the pool and of the range locks (see the tests).
+$(B)/tests/unit/test-pool $(B)/tests/unit/test-rangelock: tests/unit/cond-waits.h
 $(B)/tests/unit/test-pool $(B)/tests/unit/test-rangelock: UNIT_LDFLAGS = -Wl,--wrap=pthread_cond_wait
 $(B)/tests/unit/test-abandoned: UNIT_LDFLAGS = -Wl,--wrap=fdatasync -Wl,--wrap=pwrite
 $(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: plugins/gmblock-rdma/bridge.c plugins/gmblock-rdma/bridge.h tests/unit/fake-bridge.h

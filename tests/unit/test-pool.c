@@ -8,22 +8,12 @@
 
 #include "pool.h"
 #include "unit.h"
+#include "cond-waits.h"
 
 #define MB (1024 * 1024)
 
 static struct gm_pool *pool;
 
-/* Linked with --wrap=pthread_cond_wait (Makefile): every wait, the
- * pool's included, is counted. */
-int __real_pthread_cond_wait (pthread_cond_t *c, pthread_mutex_t *m);
-static _Atomic unsigned long cond_waits;
-
-int
-__wrap_pthread_cond_wait (pthread_cond_t *c, pthread_mutex_t *m)
-{
-  atomic_fetch_add (&cond_waits, 1);
-  return __real_pthread_cond_wait (c, m);
-}
 
 /* Each thread fills its buffer with its own byte and checks that
  * nobody else wrote into it while it held it.

@@ -5,22 +5,12 @@
 
 #include "rangelock.h"
 #include "unit.h"
+#include "cond-waits.h"
 
 static struct gm_rangelock rl;
 static unsigned long shared_block[4];   /* one word per "block" */
 static atomic_int inside;
 
-/* Linked with --wrap=pthread_cond_wait (Makefile): every wait is
- * counted. */
-int __real_pthread_cond_wait (pthread_cond_t *c, pthread_mutex_t *m);
-static _Atomic unsigned long cond_waits;
-
-int
-__wrap_pthread_cond_wait (pthread_cond_t *c, pthread_mutex_t *m)
-{
-  atomic_fetch_add (&cond_waits, 1);
-  return __real_pthread_cond_wait (c, m);
-}
 
 static void *
 hot_writer (void *arg)
