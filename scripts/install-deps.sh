@@ -10,7 +10,7 @@ serve="$build libnbd-bin qemu-utils"
 debtools="debhelper dpkg-dev"   # make deb, and the test that builds the package
 check="$serve $debtools man-db groff-base python3-libnbd fio nbd-server e2fsprogs util-linux fuse3 procps psmisc iproute2 curl valgrind clang libclang-rt-14-dev stress-ng systemd strace prometheus-node-exporter python3-prometheus-client"
 bench="$serve fio nbd-server util-linux iproute2 python3 bc linux-perf"   # bench/run, bench/*/run
-lab="qemu-system-x86 bash-builtins busybox-static cpio xz-utils zstd binutils kmod mdadm nbd-client pciutils ibverbs-providers ibverbs-utils rdmacm-utils perftest"
+lab="qemu-system-x86 bash-builtins busybox-static cpio xz-utils zstd binutils kmod mdadm nbd-client pciutils gdb ibverbs-providers ibverbs-utils rdmacm-utils perftest"
 
 list=
 if [ "${1:-}" = --list ]; then list=1; shift; fi

@@ -207,8 +207,9 @@ stop() {
         sleep 0.1
     done
     if kill -0 "$pid" 2>/dev/null; then
+        hang_trace "$1" "$pid"
         kill -KILL "$pid"
-        fail "server $1 did not exit within 30 s of SIG${2:-TERM}"
+        fail "server $1 did not exit within 30 s of SIG${2:-TERM} (its threads: $1.hang-bt.txt)"
     fi
     wait "$pid" 2>/dev/null || rc=$?
     rm -f "$LAB_RUN/$1.pid"
@@ -218,6 +219,26 @@ stop() {
     if [ "$rc" -le 128 ] && [ "$rc" != "${3:-0}" ]; then
         fail "server $1 exited with status $rc, not ${3:-0} (see $1.nbdkit.log)"
     fi
+}
+
+# hang_trace NAME PID: where a server that will not exit is stuck, in
+# $LAB_OUT/NAME.hang-bt.txt: each thread's kernel stack (a wait in the
+# kernel, e.g. the RDMA CM's in rdma_destroy_id, shows only there), then
+# its user stack from gdb when the host has it. Twice an RDMA server did
+# not exit at SIGTERM and said nothing (tests/stress/README.md).
+hang_trace() {
+    local out=$LAB_OUT/$1.hang-bt.txt t
+    {
+        for t in /proc/"$2"/task/*; do
+            echo "--- thread ${t##*/} $(cat "$t/comm" 2>/dev/null) wchan $(cat "$t/wchan" 2>/dev/null)"
+            cat "$t/stack" 2>/dev/null
+        done
+        if command -v gdb >/dev/null; then
+            timeout 120 gdb -p "$2" -batch -ex "info threads" -ex "thread apply all bt"
+        else
+            echo "(no gdb on the host: user stacks not taken)"
+        fi
+    } >"$out" 2>&1
 }
 
 # attach DEV WHERE [nbd-client options...]: the kernel NBD client.

@@ -57,26 +57,6 @@ srv_check() {
     wr=$((wr + $(rdma_counter "$1.rdma-stats" write_bytes)))
 }
 
-# stop_traced NAME: stop as lib.sh's stop does, but a server or bridge
-# still there 30 s after SIGTERM first leaves its threads' backtraces
-# in NAME.hang-bt.txt (twice a server did not exit, seeds 1 and 13:
-# unexplained, and not seen again in 40 reruns).
-stop_traced() {
-    local pid i
-    pid=$(server_pid "$1") || fail "stop $1: no such server (no pid file)"
-    kill -TERM "$pid" 2>/dev/null
-    for ((i = 0; i < 300; i++)); do
-        kill -0 "$pid" 2>/dev/null || break
-        sleep 0.1
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "$1 (pid $pid) still runs 30 s after SIGTERM: its threads in $1.hang-bt.txt"
-        timeout 120 gdb -p "$pid" -batch -ex "info threads" -ex "thread apply all bt" \
-            >"$LAB_OUT/$1.hang-bt.txt" 2>&1
-    fi
-    stop "$1"
-}
-
 passed=0
 restarted=0
 for seed in $seeds; do
@@ -139,7 +119,7 @@ for seed in $seeds; do
         for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
         ((alive)) || break
         step "seed $seed: restart $((k + 1)) of the server under load"
-        stop_traced "srv$seed"
+        stop "srv$seed"
         srv_check "srv$seed"
         serve "srv$seed" 10809 "${srv_args[@]}"
         nr=$((nr + 1))
@@ -151,8 +131,8 @@ for seed in $seeds; do
         cat "$LAB_OUT/stress-$((seed * 100 + j)).txt"
     done
     [ -z "$bad" ] || fail "seed $seed: stress.py failed for$bad (stack: $stack)"
-    stop_traced "br$seed"
-    stop_traced "srv$seed"
+    stop "br$seed"
+    stop "srv$seed"
     for f in "srv$seed" "br$seed"; do
         [ -s "$LAB_OUT/$f.nbdkit.log" ] || continue
         echo "--- $f.nbdkit.log (first lines):"
