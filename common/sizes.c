@@ -72,6 +72,47 @@ suffix_shift (const char *s, unsigned *shift)
   return 0;
 }
 
+/* Where the digits of a number written as nbdkit's own parsers take it
+ * begin: after blanks and an optional "+".  NULL for an empty value or
+ * a "-", with *why set.
+ */
+static const char *
+number_start (const char *str, const char **why)
+{
+  if (str == NULL || *str == '\0') {
+    *why = "empty value";
+    return NULL;
+  }
+  while (isspace ((unsigned char) *str))
+    str++;
+  if (*str == '-') {
+    *why = "negative values are not allowed";
+    return NULL;
+  }
+  return *str == '+' ? str + 1 : str;
+}
+
+int
+gm_parse_count (const char *str, unsigned lo, unsigned hi, unsigned *out,
+                const char **why)
+{
+  uint64_t v;
+  const char *p = number_start (str, why);
+
+  if (p == NULL || (p = parse_digits (p, &v, why)) == NULL)
+    return -1;
+  if (*p != '\0') {
+    *why = "expected a whole number";
+    return -1;
+  }
+  if (v < lo || v > hi) {
+    *why = "out of range";
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
 int
 gm_parse_size (const char *str, uint64_t *out, const char **why)
 {
@@ -79,18 +120,8 @@ gm_parse_size (const char *str, uint64_t *out, const char **why)
   unsigned shift;
   const char *p;
 
-  if (str == NULL || *str == '\0') {
-    *why = "empty value";
+  if ((str = number_start (str, why)) == NULL)
     return -1;
-  }
-  while (isspace ((unsigned char) *str))
-    str++;
-  if (*str == '-') {
-    *why = "negative sizes are not allowed";
-    return -1;
-  }
-  if (*str == '+')
-    str++;
   p = parse_digits (str, &v, why);
   if (p == NULL)
     return -1;
@@ -114,14 +145,13 @@ gm_parse_size_or_percent (const char *str, uint64_t whole,
   uint64_t pct;
   const char *p;
 
-  /* Blanks before the number, as gm_parse_size allows them. */
-  while (str && isspace ((unsigned char) *str))
-    str++;
   n = str ? strlen (str) : 0;
-  if (n == 0 || (str[n - 1] != '%' && strchr (str, '%') == NULL))
+  if (n == 0 || strchr (str, '%') == NULL)
     return gm_parse_size (str, out, why);
-
-  p = parse_digits (str, &pct, why);
+  /* Blanks and a "+" before the number, as gm_parse_size allows them. */
+  if ((p = number_start (str, why)) == NULL ||
+      (p = parse_digits (p, &pct, why)) == NULL)
+    return -1;
   if (p == NULL)
     return -1;
   if (*p != '%' || p[1] != '\0') {

@@ -22,6 +22,15 @@ int gm_parse_u64 (const char *str, int base, uint64_t *out);
  */
 int gm_parse_size (const char *str, uint64_t *out, const char **why);
 
+/* A whole number from lo to hi, in decimal, written as gm_parse_size
+ * takes its number (leading blanks and a "+" allowed, as in nbdkit's
+ * own parsers; no "-", no suffix, nothing after it): every count-like
+ * option of every module.  On error returns -1, *out left alone, and
+ * sets *why ("out of range" when only the range is wrong).
+ */
+int gm_parse_count (const char *str, unsigned lo, unsigned hi, unsigned *out,
+                    const char **why);
+
 /* Like gm_parse_size, but also accepts "N%" meaning N percent of
  * 'whole' (N from 1 to 100).
  */

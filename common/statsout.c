@@ -16,6 +16,7 @@
 
 #include "overlap.h"            /* gm_now_ns */
 #include "registry.h"
+#include "sizes.h"
 #include "statsout.h"
 
 /* Each module is its own shared object with its own copy of this file,
@@ -79,8 +80,8 @@ int
 gm_stats_config (struct gm_stats_out *s, const char *key, const char *value)
 {
   size_t len = strlen (s->option);
-  char *end;
-  unsigned long v;
+  const char *why;
+  unsigned v;
 
   if (strcmp (key, s->option) == 0) {
     free (s->path);
@@ -95,10 +96,7 @@ gm_stats_config (struct gm_stats_out *s, const char *key, const char *value)
   }
   if (strncmp (key, s->option, len) != 0 || strcmp (key + len, "-interval"))
     return 0;
-  errno = 0;
-  v = strtoul (value, &end, 10);
-  if (!isdigit ((unsigned char) value[0]) || *end || errno || v == 0 ||
-      v > GM_STATS_MAX_INTERVAL) {
+  if (gm_parse_count (value, 1, GM_STATS_MAX_INTERVAL, &v, &why)) {
     s->error ("%s: %s=%s: expected whole seconds from 1 to %d",
               s->prefix, key, value, GM_STATS_MAX_INTERVAL);
     return -1;

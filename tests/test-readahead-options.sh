@@ -23,6 +23,11 @@ start_fails inflight_zero 'ra-max-inflight=0' 'whole number from 1 to 64' -- "${
 start_fails inflight_big 'ra-max-inflight=65' 'from 1 to 64' -- "${ra[@]}" ra-max-inflight=65
 start_fails inflight_word 'ra-max-inflight=four' 'whole number' -- "${ra[@]}" ra-max-inflight=four
 start_fails inflight_neg 'ra-max-inflight=-1' 'whole number' -- "${ra[@]}" ra-max-inflight=-1
+start_fails inflight_hex 'ra-max-inflight=0x8' 'whole number' -- "${ra[@]}" ra-max-inflight=0x8
+# Counts take what nbdkit's own number parsers take (and sizes here):
+# blanks and a "+" before the digits (common/sizes.h, gm_parse_count).
+start_server inflight_plus "${ra[@]}" ra-max-inflight=+3
+stop_server inflight_plus
 
 rcounter () { awk -v k="gmblock-readahead.$2" '$1 == k { print $2 }' "$1"; }
 truncate -s 16M "$T/disk.img"

@@ -90,17 +90,13 @@ static int
 parse_count (const char *key, const char *value, unsigned max,
              const char *what, unsigned *out)
 {
-  char *end;
-  unsigned long n;
+  const char *why;
 
-  errno = 0;
-  n = strtoul (value, &end, 10);
-  if (errno || end == value || *end || value[0] == '-' || n < 1 || n > max) {
+  if (gm_parse_count (value, 1, max, out, &why)) {
     nbdkit_error (NAME ": %s=%s: expected a number of %s from 1 to %u",
                   key, value, what, max);
     return -1;
   }
-  *out = n;
   return 0;
 }
 

@@ -61,18 +61,13 @@ ra_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
   if (strcmp (key, "ra-max") == 0)
     return parse_window (key, value, MIN_RA_MAX, MAX_WINDOW, &cfg.ra_max);
   if (strcmp (key, "ra-max-inflight") == 0) {
-    char *end;
-    unsigned long n;
-    errno = 0;
-    n = strtoul (value, &end, 10);
-    if (errno || end == value || *end || value[0] == '-' ||
-        n < 1 || n > MAX_INFLIGHT) {
+    const char *why;
+    if (gm_parse_count (value, 1, MAX_INFLIGHT, &cfg.max_inflight, &why)) {
       nbdkit_error (RNAME ": ra-max-inflight=%s: expected a whole number "
                     "from 1 to %d (prefetch requests in flight at once)",
                     value, MAX_INFLIGHT);
       return -1;
     }
-    cfg.max_inflight = n;
     return 0;
   }
   switch (gm_stats_config (&rstats_out, key, value)) {

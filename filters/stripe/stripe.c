@@ -42,16 +42,12 @@ static int
 parse_number (const char *key, const char *value, unsigned lo, unsigned hi,
               const char *what, unsigned *out)
 {
-  char *end;
-  unsigned long n;
+  const char *why;
 
-  errno = 0;
-  n = strtoul (value, &end, 10);
-  if (errno || end == value || *end || value[0] == '-' || n < lo || n > hi) {
+  if (gm_parse_count (value, lo, hi, out, &why)) {
     nbdkit_error (SNAME ": %s=%s: expected %s", key, value, what);
     return -1;
   }
-  *out = n;
   return 0;
 }
 

@@ -84,7 +84,6 @@ bridge_config (const char *key, const char *value)
 {
   char why[160];
   const char *w;
-  char *end;
 
   if (strcmp (key, "server") == 0) {
     if (gm_rdma_addr_parse (value, &server, why, sizeof why) == -1) {
@@ -95,17 +94,12 @@ bridge_config (const char *key, const char *value)
     return 0;
   }
   if (strcmp (key, "credits") == 0) {
-    unsigned long n;
-    errno = 0;
-    n = strtoul (value, &end, 10);
-    if (errno || end == value || *end || value[0] < '0' || value[0] > '9' ||
-        n < 1 || n > GM_RP_MAX_CREDITS) {
+    if (gm_parse_count (value, 1, GM_RP_MAX_CREDITS, &opt_credits, &w)) {
       nbdkit_error (NAME ": credits=%s: expected a number from 1 to %d "
                     "(requests in flight per connection)", value,
                     GM_RP_MAX_CREDITS);
       return -1;
     }
-    opt_credits = n;
     return 0;
   }
   if (strcmp (key, "timeout") == 0) {

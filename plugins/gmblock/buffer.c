@@ -50,14 +50,12 @@ gm_buffer_parse (const char *value)
   }
   if (strncmp (value, "bar:", 4) == 0) {
     const char *colon = strrchr (value + 4, ':');
-    char *end;
-    long n;
+    const char *why;
+    unsigned n;
     if (colon == NULL ||
         gm_parse_bdf (value + 4, colon - (value + 4), o->bdf, sizeof o->bdf) == -1)
       goto bad;
-    errno = 0;
-    n = strtol (colon + 1, &end, 10);
-    if (errno || end == colon + 1 || *end || n < 0 || n > 5) {
+    if (gm_parse_count (colon + 1, 0, 5, &n, &why)) {
       nbdkit_error (GM_NAME ": buffer=%s: the BAR number must be 0 to 5",
                     value);
       return -1;

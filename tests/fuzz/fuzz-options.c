@@ -17,8 +17,11 @@
  *   - gm_parse_size: blanks, an optional "+", digits, then nothing,
  *     B, or K/M/G/T/P/E with an optional B or iB, any case; binary
  *     multiples; no overflow
- *   - gm_parse_size_or_percent: "N%" with N from 1 to 100 is N percent
- *     of the whole (rounded down, exactly), else as gm_parse_size
+ *   - gm_parse_size_or_percent: "N%" (blanks and a "+" before it, as
+ *     a size) with N from 1 to 100 is N percent of the whole (rounded
+ *     down, exactly), else as gm_parse_size
+ *   - gm_parse_count: blanks, an optional "+", decimal digits, nothing
+ *     after; from lo to hi; *out left alone on error
  *   - gm_parse_seconds: a decimal number (sign, digits, point,
  *     exponent) within [min, max]; never NaN or infinite
  *   - gm_format_size: fits 16 bytes (the header's minimum); when it
@@ -158,9 +161,29 @@ model_size_or_percent (const char *s, uint64_t whole, uint64_t *out)
     p++;
   if (strchr (p, '%') == NULL)
     return model_size (s, out);
+  if (*p == '+')
+    p++;
   if (digits (&p, &pct) == 0 || strcmp (p, "%") != 0 || pct < 1 || pct > 100)
     return -1;
   *out = (u128) whole * pct / 100;
+  return 0;
+}
+
+/* ---- gm_parse_count ---- */
+
+static int
+model_count (const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+  const char *p = s;
+  u128 v;
+
+  while (*p == ' ' || (*p >= '\t' && *p <= '\r'))
+    p++;
+  if (*p == '+')
+    p++;
+  if (digits (&p, &v) == 0 || *p != '\0' || v < lo || v > hi)
+    return -1;
+  *out = v;
   return 0;
 }
 
@@ -417,6 +440,16 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   rm = model_size_or_percent (s, num, &m);
   ASSERT (r == rm);
   ASSERT (r == 0 ? v == m : why != NULL);
+
+  {
+    /* The range from the first bytes too: lo up to 255, hi any. */
+    unsigned lo = num & 0xff, hi = (unsigned) (num >> 8), n = 77, nm;
+    why = NULL;
+    r = gm_parse_count (s, lo, hi, &n, &why);
+    rm = model_count (s, lo, hi, &nm);
+    ASSERT (r == rm);
+    ASSERT (r == 0 ? n == nm : n == 77 && why != NULL);
+  }
 
   check_seconds (s, ranges[(data[0] >> 2) & 3][0], ranges[(data[0] >> 2) & 3][1]);
   check_format (num, s);

@@ -38,6 +38,11 @@ OPTIONS = {
     "percent": (1, "50%"),
     "percent-100": (1, "100%"),
     "percent-bad": (1, "101%"),
+    "percent-plus": (1, "+50%"),
+    # gm_parse_count's range is byte 0 (lo) and bytes 1-4 (hi).
+    "count-plus": (1, "+4"),
+    "count-blank": (1, " 3"),
+    "count-junk": (1, "3x"),
     "u64-hex": (0, "0x1000"),
     "u64-octal": (0, "0755"),
     "u64-base16": (2, "0xff"),

@@ -93,6 +93,38 @@ main (void)
   CHECK (gm_parse_size_or_percent ("50%x", 1000, &v, &why) == -1);
   CHECK (strstr (why, "percentage") != NULL);
   CHECK (gm_parse_size_or_percent ("   ", 1000, &v, &why) == -1);
+  /* The same "+" as a size takes (it was refused before a percent). */
+  CHECK (gm_parse_size_or_percent ("+50%", 1000, &v, &why) == 0);
+  CHECK_EQ_U64 (v, 500);
+  CHECK (gm_parse_size_or_percent ("-50%", 1000, &v, &why) == -1);
+  CHECK (gm_parse_size_or_percent ("+-50%", 1000, &v, &why) == -1);
+
+  /* Counts: every count-like option of every module. */
+  {
+    unsigned n = 77;
+    static const char *const bad_counts[] = {
+      "", " ", "+", "-1", "-0", "0x10", "1.0", "1e2", "3 ", "3x", "++3",
+      "4294967296", "99999999999999999999999", "0", "17", NULL,
+    };
+    CHECK (gm_parse_count ("16", 1, 16, &n, &why) == 0 && n == 16);
+    CHECK (gm_parse_count ("+4", 1, 16, &n, &why) == 0 && n == 4);
+    CHECK (gm_parse_count (" 3", 1, 16, &n, &why) == 0 && n == 3);
+    CHECK (gm_parse_count ("007", 1, 16, &n, &why) == 0 && n == 7);  /* decimal */
+    CHECK (gm_parse_count ("0", 0, 5, &n, &why) == 0 && n == 0);
+    CHECK (gm_parse_count ("4294967295", 0, UINT32_MAX, &n, &why) == 0 &&
+           n == UINT32_MAX);
+    for (int i = 0; bad_counts[i]; i++) {
+      n = 77;
+      why = NULL;
+      if (gm_parse_count (bad_counts[i], 1, 16, &n, &why) != -1 || n != 77 ||
+          why == NULL) {
+        fprintf (stderr, "gm_parse_count took '%s'\n", bad_counts[i]);
+        exit (1);
+      }
+    }
+    CHECK (gm_parse_count ("17", 1, 16, &n, &why) == -1);
+    CHECK (strcmp (why, "out of range") == 0);
+  }
 
   {
     static const char *const bad_secs[] = {

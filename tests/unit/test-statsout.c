@@ -78,8 +78,13 @@ main (void)
   CHECK (out.interval == 1);
   CHECK (gm_stats_config (&out, "t-stats-interval", "86400") == 1);
   CHECK (out.interval == 86400);
-  const char *bad[] = { "0", "86401", "-1", " 5", "+5", "5s", "", "1.5",
-                        "99999999999999999999" };
+  /* Blanks and a "+" as every count option takes them (gm_parse_count). */
+  CHECK (gm_stats_config (&out, "t-stats-interval", "+5") == 1);
+  CHECK (out.interval == 5);
+  CHECK (gm_stats_config (&out, "t-stats-interval", " 86400") == 1);
+  CHECK (out.interval == 86400);
+  const char *bad[] = { "0", "86401", "-1", "+-5", "0x10", "5 ", "5s", "",
+                        "1.5", "99999999999999999999" };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
     last_error[0] = '\0';
     CHECK (gm_stats_config (&out, "t-stats-interval", bad[i]) == -1);
