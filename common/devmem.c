@@ -142,7 +142,7 @@ gm_devmem_map_p2pmem (struct gm_mem *m, const char *pci_path,
   /* As the topology report reads it: junk is no memory. */
   if (fgets (buf, sizeof buf, f)) {
     buf[strcspn (buf, "\n")] = '\0';
-    gm_parse_u64 (buf, 0, &avail);
+    gm_parse_u64 (buf, 10, &avail);
   }
   fclose (f);
   len = gm_round_down (want < avail ? want : avail, UNIT);

@@ -42,6 +42,11 @@ gm_rdma_addr_parse (const char *value, struct gm_rdma_addr *a,
     snprintf (why, whylen, "no host (" EXPECTED ")");
     return -1;
   }
+  /* "a]:1", "[a[b]": a bracket is never part of a host name. */
+  if (memchr (host, '[', hlen) || memchr (host, ']', hlen)) {
+    snprintf (why, whylen, "unbalanced brackets (" EXPECTED ")");
+    return -1;
+  }
   if (hlen >= sizeof a->host) {
     snprintf (why, whylen, "host name too long (" EXPECTED ")");
     return -1;

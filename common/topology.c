@@ -76,7 +76,7 @@ read_u64 (const char *path, uint64_t *v)
 
   if (read_line (path, buf, sizeof buf) == -1)
     return -1;
-  return gm_parse_u64 (buf, 0, v);
+  return gm_parse_u64 (buf, 10, v);
 }
 
 static bool

@@ -48,7 +48,7 @@ for t in ${FUZZ_TARGETS:-options stripegeo abstate}; do
             -print_final_stats=1 -artifact_prefix="$T/art-$t/" "$T/$t" \
             >"$T/fuzz-$t.log" 2>&1 || rc=$?
     execs=$(awk '/number_of_executed_units/ { print $2 }' "$T/fuzz-$t.log")
-    last=$(grep -E '^#[0-9]+' "$T/fuzz-$t.log" | tail -n 1)
+    last=$(grep -E "^#[0-9]+" "$T/fuzz-$t.log" | tail -n 1 || true)   # none when it failed at once
     info "fuzz-$t: exit $rc, ${execs:-?} inputs run; last status: $last"
     if [[ $rc -ne 0 ]]; then
         tail -n 60 "$T/fuzz-$t.log"

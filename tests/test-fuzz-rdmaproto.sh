@@ -32,7 +32,7 @@ rc=0
         -artifact_prefix="$T/" "$T/corpus" >"$T/fuzz.log" 2>&1 || rc=$?
 
 execs=$(awk '/number_of_executed_units/ { print $2 }' "$T/fuzz.log")
-last=$(grep -E '^#[0-9]+' "$T/fuzz.log" | tail -n 1)
+last=$(grep -E "^#[0-9]+" "$T/fuzz.log" | tail -n 1 || true)   # none when it failed at once
 info "fuzz-rdmaproto: exit $rc, ${execs:-?} inputs run; last status: $last"
 if [[ $rc -ne 0 ]]; then
     tail -n 60 "$T/fuzz.log"

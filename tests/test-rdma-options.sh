@@ -17,6 +17,7 @@ start_fails port_big 'rdma=1.2.3.4:65536' 'not a number from 1 to 65535' -- "${f
 start_fails port_zero 'rdma=1.2.3.4:0' 'port' -- "${f[@]}" rdma=1.2.3.4:0
 start_fails port_word 'rdma=host:http' 'not a number' -- "${f[@]}" rdma=host:http
 start_fails no_host 'rdma=:10810' 'no host' -- "${f[@]}" rdma=:10810
+start_fails stray_bracket 'rdma=a\]:1' 'unbalanced brackets' -- "${f[@]}" 'rdma=a]:1'
 start_fails v6_bare 'rdma=fe80::1' 'needs brackets' -- "${f[@]}" rdma=fe80::1
 start_fails v6_open 'rdma=\[fe80::1' 'unbalanced' -- "${f[@]}" 'rdma=[fe80::1'
 start_fails pool_small 'rdma-pool=64K' 'from 1M' -- "${f[@]}" rdma=10.0.0.1 rdma-pool=64K

@@ -232,6 +232,10 @@ fake tiny switch --storage-dev-number "$devno"
 echo 4096 >"$T/tiny/bus/pci/devices/0000:04:00.0/p2pmem/available"
 start_fails tiny 'only 4096 bytes of p2pmem are available, at least' -- \
     gmblock file="$T/disk.img" sysfs.path="$T/tiny/bus/pci" buffer=p2pmem:04:00.0
+# sysfs numbers are decimal: a leading 0 is not octal (read as 32768).
+echo 0100000 >"$T/tiny/bus/pci/devices/0000:04:00.0/p2pmem/available"
+start_fails tiny_decimal 'only 100000 bytes of p2pmem are available' -- \
+    gmblock file="$T/disk.img" sysfs.path="$T/tiny/bus/pci" buffer=p2pmem:04:00.0
 
 # write_through NAME SIZE: SIZE bytes of new data into server NAME by
 # nbdcopy, then a read-modify-write by nbdsh; all of it must read back.

@@ -28,7 +28,7 @@
  *     is a whole number of a unit, reads back as n, else is n rounded
  *     to a tenth of the largest unit from M up that leaves 1 to 1023 (which may round to 1024.0)
  *   - gm_rdma_addr_parse: HOST[:PORT] or [HOST]:PORT, host 1 to 255
- *     characters, port 1 to 65535 (default 10810), printed back plain
+ *     characters and no bracket in it, port 1 to 65535 (default 10810), printed back plain
  *   - gm_parse_bdf: [DOMAIN:]BUS:DEV.FN in hex (domain up to 5 digits,
  *     bus 2, device 2 up to 1f, function 1 up to 7), lower case
  */
@@ -318,7 +318,8 @@ check_addr (const char *s)
     hlen = colon ? (size_t) (colon - s) : strlen (s);
     port = colon ? colon + 1 : NULL;
   }
-  if (ok && (hlen == 0 || hlen > 255))
+  if (ok && (hlen == 0 || hlen > 255 || memchr (host, '[', hlen) ||
+             memchr (host, ']', hlen)))
     ok = false;
   if (ok && port) {
     size_t plen = strlen (port);

@@ -57,6 +57,7 @@ OPTIONS = {
     "addr-ipv6-noport": (0, "[::1]"),
     "addr-bad-port": (0, "host:65536"),
     "addr-ipv6-bare": (0, "fe80::1"),
+    "addr-stray-bracket": (0, "a]:1"),
     "bdf-full": (0, "0000:04:00.0"),
     "bdf-short": (0, "04:00.0"),
     "bdf-vmd": (0, "10000:e1:1f.7"),
