@@ -6,15 +6,15 @@
 #   crash.py SEED [--ops N] [--asan] [--fault kill|wfail|fsync]
 #            [--stack-json JSON] [--size N] [--delay|--no-delay] [--keep]
 #            [--no-fua-covers] [--log-ops]
-# Imports pick_stack, pick_size, Failure, BAD_LOG, TREE and RUN from
-# stress.py (same folder); the server start-up is a copy of stress.py's
-# Server with SIGKILL and an extra preload added.
-import argparse, errno, json, os, random, re, shutil, signal, socket
+# Takes the stacks, sizes, request lengths and the server (with its
+# fault shim preloaded, ended by kill9) from stress.py (same folder).
+import argparse, errno, json, os, random, re, shutil, signal
 import subprocess, sys, threading, time
 import nbd
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from stress import pick_stack, pick_size, Failure, BAD_LOG, TREE, RUN  # noqa: E402
+from stress import (pick_stack, pick_size, pick_len, Failure, BAD_LOG,  # noqa: E402
+                    TREE, RUN, Server)
 
 K, M = 1024, 1024 * 1024
 INF = float("inf")
@@ -27,72 +27,6 @@ NBD_ERRNOS = {errno.EPERM, errno.EIO, errno.ENOMEM, errno.EINVAL, errno.ENOSPC,
 
 class Lost(Exception):
     """The connection died under a request (after the kill)."""
-
-
-class Server:
-    """stress.py's Server, plus: preload of the fault shim, kill -9."""
-
-    def __init__(self, filters, opts, path, log, asan, fault_dir=None):
-        self.dir = os.path.join(RUN, f"c{os.getpid()}")
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-        self.sock = os.path.join(self.dir, "sock")
-        self.uri = "nbd+unix:///?socket=" + self.sock
-        env = dict(os.environ)
-        pre = []
-        if asan:
-            bld = TREE + "/.build-sanitize"
-            gcc = lambda n: subprocess.check_output(
-                ["gcc", "-print-file-name=" + n], text=True).strip()
-            env["GMBLOCK_BUILDDIR"] = bld
-            pre += [gcc("libasan.so"), gcc("libubsan.so"), f"{bld}/tests/sanitizer-shim.so"]
-            logs = os.path.join(RUN, "asanlogs")
-            os.makedirs(logs, exist_ok=True)
-            env["ASAN_OPTIONS"] = ("detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:"
-                                   f"intercept_tls_get_addr=0:log_path={logs}/asan")
-            env["UBSAN_OPTIONS"] = f"print_stacktrace=1:halt_on_error=1:log_path={logs}/ubsan"
-            env["LSAN_OPTIONS"] = f"suppressions={TREE}/tests/lsan.supp:print_suppressions=0"
-        if fault_dir:
-            pre.append(build_shim())
-            env["FAULT_DIR"] = fault_dir
-        if pre:
-            env["GMBLOCK_PRELOAD"] = ":".join(pre)
-        self.cmd = ([TREE + "/nbdkit", "-f", "-v", "-U", self.sock]
-                    + ["--filter=" + f for f in filters] + ["gmblock", "file=" + path]
-                    + opts)
-        self.logf = open(log, "wb")
-        self.logf.write(("### " + " ".join(self.cmd) + "\n").encode())
-        self.logf.flush()
-        self.p = subprocess.Popen(self.cmd, stdout=self.logf, stderr=self.logf,
-                                  env=env, cwd=RUN)
-        t0 = time.time()
-        while True:
-            if self.p.poll() is not None:
-                raise Failure(f"STARTFAIL nbdkit exited at start ({self.p.returncode})")
-            if os.path.exists(self.sock):
-                s = socket.socket(socket.AF_UNIX)
-                try:
-                    s.connect(self.sock)
-                    s.close()
-                    break
-                except OSError:
-                    pass
-                s.close()
-            if time.time() - t0 > 60:
-                self.p.kill(); self.p.wait()
-                raise Failure("nbdkit did not start")
-            time.sleep(0.05)
-
-    def kill9(self, term_first=None):
-        if term_first is not None and self.p.poll() is None:
-            # SIGTERM, then SIGKILL during the shutdown's write-back
-            self.p.send_signal(signal.SIGTERM)
-            time.sleep(term_first)
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGKILL)
-        self.p.wait()
-        self.logf.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def build_shim():
@@ -191,19 +125,7 @@ class Crash:
             if t < self.killed_at:
                 self.errors.append(f"{op!r}: {err} before the kill")
 
-    # random ranges (as stress.py's rlen/roff, plus a hot area) -------
-    def rlen(self, r, cap):
-        x = r.random()
-        if x < 0.2:
-            n = r.choice([1, 2, 511, 512, 513, 4095, 4096, 4097, 8191, 65536, 65537])
-        elif x < 0.7:
-            n = r.randint(1, 16 * K)
-        elif x < 0.95:
-            n = r.randint(1, 300 * K)
-        else:
-            n = r.randint(1, 2 * M)
-        return max(1, min(n, cap))
-
+    # random ranges (pick_len, and an roff with a hot area) -------
     def roff(self, r, n):
         x = r.random()
         if x < 0.3:
@@ -255,7 +177,7 @@ class Crash:
 
     def pick_write(self, me, ci, r):
         x = r.random()
-        n = self.rlen(r, self.size)
+        n = pick_len(r, self.size)
         off = self.roff(r, n)
         if x < 0.72 or (x >= 0.9 and not self.can_trim):
             kind = "pwrite"
@@ -291,7 +213,7 @@ class Crash:
         elif x < 0.68:
             op, fl = self.new("flush", 0, 0, None, False, ci, me), 0
         else:
-            n = self.rlen(r, self.size)
+            n = pick_len(r, self.size)
             off = self.roff(r, n)
             try:
                 if x < 0.9 or not self.can_cache:
@@ -583,7 +505,10 @@ class Crash:
         if self.errfile and os.path.exists(self.errfile):
             os.unlink(self.errfile)
         try:
-            self.srv = Server(filters, opts, path, log, a.asan, fault_dir)
+            self.srv = Server(filters, opts, path, log, a.asan,
+                              preload=[build_shim()] if fault_dir else (),
+                              env_add={"FAULT_DIR": fault_dir} if fault_dir else None,
+                              tag="c")
         except Failure as e:
             print(f"RESULT seed={a.seed} START-REFUSED {e} (see {log})", flush=True)
             os.unlink(path)

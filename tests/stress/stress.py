@@ -101,6 +101,21 @@ def pick_size(r):
     return base
 
 
+def pick_len(r, cap):
+    """A request length: edges of sectors and pages, mostly small, now
+    and then up to 2M; at most cap."""
+    x = r.random()
+    if x < 0.2:
+        n = r.choice([1, 2, 511, 512, 513, 4095, 4096, 4097, 8191, 65536, 65537])
+    elif x < 0.7:
+        n = r.randint(1, 16 * K)
+    elif x < 0.95:
+        n = r.randint(1, 300 * K)
+    else:
+        n = r.randint(1, 2 * M)
+    return max(1, min(n, cap))
+
+
 def first_bad(got, want, mask, own=None, owner=None):
     """The first index i where got[i] breaks the model (want[i] under
     mask[i]; with own, only bytes whose own[i] is owner count), or -1.
@@ -179,26 +194,35 @@ class Region:
 
 
 class Server:
-    def __init__(self, filters, opts, path, log, asan):
-        self.dir = os.path.join(RUN, f"s{os.getpid()}")
+    """nbdkit serving PATH through FILTERS on a Unix socket, started
+    when the socket answers.  crash.py adds a preload (its fault shim)
+    and environment, and ends it with kill9."""
+
+    def __init__(self, filters, opts, path, log, asan, preload=(), env_add=None,
+                 tag="s"):
+        self.dir = os.path.join(RUN, f"{tag}{os.getpid()}")
         shutil.rmtree(self.dir, ignore_errors=True)
         os.makedirs(self.dir)
         self.sock = os.path.join(self.dir, "sock")
         self.uri = "nbd+unix:///?socket=" + self.sock
         env = dict(os.environ)
+        pre = []
         if asan:
             bld = TREE + "/.build-sanitize"
             gcc = lambda n: subprocess.check_output(
                 ["gcc", "-print-file-name=" + n], text=True).strip()
             env["GMBLOCK_BUILDDIR"] = bld
-            env["GMBLOCK_PRELOAD"] = (f"{gcc('libasan.so')}:{gcc('libubsan.so')}"
-                                      f":{bld}/tests/sanitizer-shim.so")
+            pre += [gcc("libasan.so"), gcc("libubsan.so"), f"{bld}/tests/sanitizer-shim.so"]
             logs = os.path.join(RUN, "asanlogs")
             os.makedirs(logs, exist_ok=True)
             env["ASAN_OPTIONS"] = ("detect_leaks=1:abort_on_error=1:verify_asan_link_order=0:"
                                    f"intercept_tls_get_addr=0:log_path={logs}/asan")
             env["UBSAN_OPTIONS"] = f"print_stacktrace=1:halt_on_error=1:log_path={logs}/ubsan"
             env["LSAN_OPTIONS"] = f"suppressions={TREE}/tests/lsan.supp:print_suppressions=0"
+        pre += list(preload)
+        if pre:
+            env["GMBLOCK_PRELOAD"] = ":".join(pre)
+        env.update(env_add or {})
         self.cmd = ([TREE + "/nbdkit", "-f", "-v", "-U", self.sock]
                     + ["--filter=" + f for f in filters] + ["gmblock", "file=" + path]
                     + opts)
@@ -238,6 +262,18 @@ class Server:
             self.logf.close()
             shutil.rmtree(self.dir, ignore_errors=True)
         return rc
+
+    def kill9(self, term_first=None):
+        """SIGKILL; after SIGTERM and term_first seconds if given (a kill
+        during the shutdown's write-back)."""
+        if term_first is not None and self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+            time.sleep(term_first)
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGKILL)
+        self.p.wait()
+        self.logf.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class Stress:
@@ -323,18 +359,6 @@ class Stress:
                 TRIM_ANY_T if self.a.trim_any else TRIM_T)
 
     # random ranges -------------------------------------------------------
-    def rlen(self, r, cap):
-        x = r.random()
-        if x < 0.2:
-            n = r.choice([1, 2, 511, 512, 513, 4095, 4096, 4097, 8191, 65536, 65537])
-        elif x < 0.7:
-            n = r.randint(1, 16 * K)
-        elif x < 0.95:
-            n = r.randint(1, 300 * K)
-        else:
-            n = r.randint(1, 2 * M)
-        return max(1, min(n, cap))
-
     def roff(self, r, n):
         x = r.random()
         if x < 0.2:
@@ -425,7 +449,7 @@ class Stress:
                     self.count("trim")
                 elif x < 0.75:
                     # read anywhere, check own bytes only
-                    n = self.rlen(r, self.size)
+                    n = pick_len(r, self.size)
                     off = self.roff(r, n)
                     got = self.rh(h, r).pread(n, off)
                     self.check(f"w{me} pread", off, got, me)
@@ -434,12 +458,12 @@ class Stress:
                     h.flush()
                     self.count("flush")
                 elif x < 0.85 and self.can_cache:
-                    n = self.rlen(r, self.size)
+                    n = pick_len(r, self.size)
                     off = self.roff(r, n)
                     h.cache(n, off)
                     self.count("cache")
                 elif x < 0.88:
-                    n = self.rlen(r, self.size)
+                    n = pick_len(r, self.size)
                     off = self.roff(r, n)
                     ext = []
                     fl = nbd.CMD_FLAG_REQ_ONE if r.random() < 0.3 else 0
@@ -533,7 +557,7 @@ class Stress:
         for _ in range(nops):
             h = r.choice(self.hs)
             x = r.random()
-            n = self.rlen(r, self.size)
+            n = pick_len(r, self.size)
             off = self.roff(r, n)
             if x < 0.35:
                 buf = r.randbytes(n)
