@@ -2,6 +2,7 @@
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,11 +190,12 @@ take (struct gm_pool *p, size_t n)
  * it would wait for ever.
  */
 static void *
-get (struct gm_pool *p, size_t len, bool wait)
+get (struct gm_pool *p, size_t len, bool wait, const _Atomic bool *cancel)
 {
   size_t n = gm_round_up (len, GM_POOL_UNIT) / GM_POOL_UNIT;
-  struct gm_pool_waiter w = { .next = NULL };
+  struct gm_pool_waiter w = { .next = NULL }, **pp, *prev = NULL;
   void *buf = NULL;
+  bool cancelled = false;
 
   /* len, not n: rounding a length near SIZE_MAX up wraps to 0 units
    * (and a len that fits rounds to at most nunits). */
@@ -219,6 +221,12 @@ get (struct gm_pool *p, size_t len, bool wait)
     p->head = &w;
   p->tail = &w;
   for (;;) {
+    /* Read under the lock that gm_pool_wake takes: a flag set before
+     * the wake is seen here, or the wake finds this one waiting. */
+    if (cancel && atomic_load (cancel)) {
+      cancelled = true;
+      break;
+    }
     if (p->head == &w) {
       if ((buf = take (p, n)) != NULL)
         break;
@@ -227,29 +235,48 @@ get (struct gm_pool *p, size_t len, bool wait)
     }
     pthread_cond_wait (&w.cond, &p->lock);
   }
-  p->head = w.next;
-  if (p->head == NULL)
-    p->tail = NULL;
-  else
+  /* Out of the line, wherever in it (a cancelled one may not be first). */
+  for (pp = &p->head; *pp != &w; pp = &(*pp)->next)
+    prev = *pp;
+  *pp = w.next;
+  if (p->tail == &w)
+    p->tail = prev;
+  if (prev == NULL && p->head)
     /* The next in line may fit in what is left. */
     pthread_cond_signal (&p->head->cond);
   pthread_mutex_unlock (&p->lock);
   pthread_cond_destroy (&w.cond);
   if (buf == NULL)
-    errno = EIO;
+    errno = cancelled ? ECANCELED : EIO;
   return buf;
 }
 
 void *
 gm_pool_get (struct gm_pool *p, size_t len)
 {
-  return get (p, len, true);
+  return get (p, len, true, NULL);
+}
+
+void *
+gm_pool_get_cancellable (struct gm_pool *p, size_t len,
+                         const _Atomic bool *cancel)
+{
+  return get (p, len, true, cancel);
 }
 
 void *
 gm_pool_tryget (struct gm_pool *p, size_t len)
 {
-  return get (p, len, false);
+  return get (p, len, false, NULL);
+}
+
+void
+gm_pool_wake (struct gm_pool *p)
+{
+  pthread_mutex_lock (&p->lock);
+  for (struct gm_pool_waiter *w = p->head; w; w = w->next)
+    pthread_cond_signal (&w->cond);
+  pthread_mutex_unlock (&p->lock);
 }
 
 void

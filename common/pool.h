@@ -14,6 +14,7 @@
 #define GMBLOCK_POOL_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -67,6 +68,17 @@ void gm_pool_destroy (struct gm_pool *pool);
  */
 void *gm_pool_get (struct gm_pool *pool, size_t len);
 void gm_pool_put (struct gm_pool *pool, void *buf, size_t len);
+
+/* Like gm_pool_get, but a waiter whose *cancel has become true leaves
+ * the line once woken, and returns NULL (errno = ECANCELED).  Whoever
+ * sets a flag calls gm_pool_wake after it: the memory a waiter waits
+ * for may never come back (the RDMA server's workers of a client that
+ * ended: a buffer the NIC may still use is held until its queue pair
+ * is destroyed, which waits for those workers).
+ */
+void *gm_pool_get_cancellable (struct gm_pool *pool, size_t len,
+                               const _Atomic bool *cancel);
+void gm_pool_wake (struct gm_pool *pool);
 
 /* Instead of gm_pool_put, for a buffer that I/O abandoned by the kernel
  * may still land in (or be read from): it is never handed out again

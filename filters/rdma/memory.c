@@ -185,18 +185,43 @@ gm_rdma_memory_free (void)
   gm_rdma_pool = send_pool = NULL;
 }
 
-void
-gm_rdma_mem_get (struct req *q)
+int
+gm_rdma_mem_get (struct req *q, const _Atomic bool *cancel)
 {
-  gm_rdma_mem_get_len (q, q->r.length);
+  return gm_rdma_mem_get_len (q, q->r.length, cancel);
+}
+
+int
+gm_rdma_mem_get_len (struct req *q, size_t len, const _Atomic bool *cancel)
+{
+  q->buflen = (len + GM_POOL_UNIT - 1) & ~(size_t) (GM_POOL_UNIT - 1);
+  q->buf = gm_pool_get_cancellable (gm_rdma_pool, q->buflen, cancel);
+  if (q->buf == NULL) {
+    q->sbuf = NULL;
+    return -1;
+  }
+  if (send_pool == NULL) {
+    q->sbuf = q->buf;
+    return 0;
+  }
+  q->sbuf = gm_pool_get_cancellable (send_pool, q->buflen, cancel);
+  if (q->sbuf == NULL) {
+    int e = errno;
+    gm_pool_put (gm_rdma_pool, q->buf, q->buflen);
+    q->buf = NULL;
+    errno = e;
+    return -1;
+  }
+  return 0;
 }
 
 void
-gm_rdma_mem_get_len (struct req *q, size_t len)
+gm_rdma_mem_wake (void)
 {
-  q->buflen = (len + GM_POOL_UNIT - 1) & ~(size_t) (GM_POOL_UNIT - 1);
-  q->buf = gm_pool_get (gm_rdma_pool, q->buflen);
-  q->sbuf = send_pool ? gm_pool_get (send_pool, q->buflen) : q->buf;
+  if (gm_rdma_pool)
+    gm_pool_wake (gm_rdma_pool);
+  if (send_pool)
+    gm_pool_wake (send_pool);
 }
 
 void
@@ -240,9 +265,12 @@ gm_rdma_memory_probe (nbdkit_backend *b)
   if (n == NULL)
     return 0;                   /* nothing to probe with: the first read will say */
   if (n->prepare (n) == 0 && (size = n->get_size (n)) >= 4096) {
-    gm_rdma_mem_get (&q);
-    r = n->pread (n, q.buf, 4096, 0, 0, &err);
-    gm_rdma_mem_put (&q);
+    if (gm_rdma_mem_get (&q, NULL) == 0) {
+      r = n->pread (n, q.buf, 4096, 0, 0, &err);
+      gm_rdma_mem_put (&q);
+    }
+    else
+      err = errno;
   }
   else
     r = 0;

@@ -76,8 +76,14 @@ int gm_rdma_memory_probe (nbdkit_backend *b);
 void gm_rdma_memory_free (void);
 void gm_rdma_memory_stats (void);
 const char *gm_rdma_memory_desc (void);
-void gm_rdma_mem_get (struct req *q);
-void gm_rdma_mem_get_len (struct req *q, size_t len);
+/* A request's buffer (and its staging one), waiting while the pools are
+ * full; 0, or -1 (errno = ECANCELED) once *cancel is set and
+ * gm_rdma_mem_wake called: a waiter of a client that ended.  cancel may
+ * be NULL. */
+int gm_rdma_mem_get (struct req *q, const _Atomic bool *cancel);
+int gm_rdma_mem_get_len (struct req *q, size_t len,
+                         const _Atomic bool *cancel);
+void gm_rdma_mem_wake (void);
 void gm_rdma_mem_put (struct req *q);
 void gm_rdma_mem_stage (struct req *q, uint32_t off, uint32_t len,
                         bool to_send);

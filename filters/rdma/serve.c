@@ -346,12 +346,15 @@ plan_read (struct req *q, bool busy)
 }
 
 /* WRITE: fetch the data from the client, then write it below. */
+#define RREAD_STOP_WAIT_S 2
+
 static void
 serve_write (struct client *c, struct req *q, uint32_t fl)
 {
   nbdkit_next *next = c->next;
   int err = 0;
   bool ok;
+  uint64_t giveup = 0;
 
   pthread_mutex_lock (&c->lock);
   q->rread_done = false;
@@ -367,13 +370,30 @@ serve_write (struct client *c, struct req *q, uint32_t fl)
     return;
   }
   pthread_mutex_lock (&c->lock);
-  /* Even when stopping, wait: the NIC may still write into the
-   * buffer until the READ has completed or been flushed. */
-  while (!q->rread_done)
-    pthread_cond_wait (&c->rread, &c->lock);
-  ok = q->rread_ok;
+  /* Its completion, success or flushed.  Once the client ends, for
+   * RREAD_STOP_WAIT_S at most: a provider may never flush a READ posted
+   * as the queue pair went to error (and the queue pair is destroyed
+   * only once this worker has left).  Giving up is safe: the buffer
+   * goes back to the pool only at the reply's completion, which the
+   * queue pair delivers after the READ's, or at the queue pair's
+   * destruction (gm_rdma_client_release). */
+  while (!q->rread_done) {
+    if (c->stop) {
+      struct timespec t;
+      if (giveup == 0)
+        giveup = gm_now_ns () + RREAD_STOP_WAIT_S * 1000000000ull;
+      else if (gm_now_ns () >= giveup)
+        break;
+      clock_gettime (CLOCK_REALTIME, &t);
+      t.tv_sec++;
+      pthread_cond_timedwait (&c->rread, &c->lock, &t);
+    }
+    else
+      pthread_cond_wait (&c->rread, &c->lock);
+  }
+  ok = q->rread_done && q->rread_ok;
   pthread_mutex_unlock (&c->lock);
-  if (!ok) {                    /* a bad rkey: the QP is broken */
+  if (!ok) {                    /* a bad rkey (the QP is broken), or ended */
     set_error (c, q, EIO);
     return;
   }
@@ -411,7 +431,11 @@ serve_extents (struct client *c, struct req *q)
     nbdkit_extents_free (ex);
     return;
   }
-  gm_rdma_mem_get_len (q, max * GM_RP_EXTENT_SIZE);
+  if (gm_rdma_mem_get_len (q, max * GM_RP_EXTENT_SIZE, &c->stop) == -1) {
+    set_error (c, q, EIO);      /* the client ends (begin) */
+    nbdkit_extents_free (ex);
+    return;
+  }
   for (size_t i = 0; i < nbdkit_extents_count (ex) && n < max && pos < end;
        i++) {
     struct nbdkit_extent e = nbdkit_get_extent (ex, i);
@@ -463,8 +487,16 @@ begin (struct client *c, struct req *q)
    * waits for that memory. */
   if (gm_rp_op_writes (q->r.op))
     gm_rdma_fence_wait (c, q->r.offset, q->r.length);
-  if (q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE)
-    gm_rdma_mem_get (q);
+  /* A client that ends gives up waiting for memory: what it waits for
+   * may be held by a reply of its own whose completion never comes
+   * until its queue pair is destroyed, which waits for this worker
+   * (a server that never exited at SIGTERM, twice in the lab). */
+  if ((q->r.op == GM_RP_READ || q->r.op == GM_RP_WRITE) &&
+      gm_rdma_mem_get (q, &c->stop) == -1) {
+    set_error (c, q, EIO);
+    finish (c, q);
+    return;
+  }
   switch (q->r.op) {
   case GM_RP_READ:
     pthread_mutex_lock (&c->lock);
@@ -692,6 +724,8 @@ stop_workers (struct client *c)
   pthread_cond_broadcast (&c->work);
   pthread_cond_broadcast (&c->rread);
   pthread_mutex_unlock (&c->lock);
+  /* Those waiting for pool memory see c->stop (begin). */
+  gm_rdma_mem_wake ();
 }
 
 void

@@ -235,6 +235,83 @@ wakes_one (void)
   gm_pool_destroy (pool);
 }
 
+/* A waiter whose flag is set leaves the line when woken, from the
+ * middle or the front of it; the others stay queued, in order. */
+struct cwaiter {
+  _Atomic bool cancel, done;
+  void *buf;
+  int err;
+  size_t len;
+};
+
+static void *
+get_cancellable (void *arg)
+{
+  struct cwaiter *w = arg;
+
+  w->buf = gm_pool_get_cancellable (pool, w->len, &w->cancel);
+  w->err = errno;
+  atomic_store (&w->done, true);
+  return NULL;
+}
+
+static void
+queue_of (unsigned n)
+{
+  struct gm_pool_stats st;
+  do {
+    usleep (1000);
+    gm_pool_get_stats (pool, &st);
+  } while (st.waits < n);
+}
+
+static void
+cancelled_waiters (void)
+{
+  char err[256];
+  struct cwaiter w[3] = { { .len = 2 * GM_POOL_UNIT }, { .len = GM_POOL_UNIT },
+                          { .len = GM_POOL_UNIT } };
+  pthread_t th[3];
+  void *b;
+
+  pool = gm_pool_create (2 * GM_POOL_UNIT, GM_HUGE_OFF, err, sizeof err);
+  CHECK (pool != NULL);
+  b = gm_pool_get (pool, 2 * GM_POOL_UNIT);   /* never given back in time */
+  for (int i = 0; i < 3; i++) {
+    CHECK (pthread_create (&th[i], NULL, get_cancellable, &w[i]) == 0);
+    queue_of (i + 1);           /* in this order */
+  }
+  /* The middle one: the others stay. */
+  atomic_store (&w[1].cancel, true);
+  gm_pool_wake (pool);
+  pthread_join (th[1], NULL);
+  CHECK (w[1].buf == NULL && w[1].err == ECANCELED);
+  usleep (20000);
+  CHECK (!atomic_load (&w[0].done) && !atomic_load (&w[2].done));
+  /* The first: the last becomes first, and is not served (none free). */
+  atomic_store (&w[0].cancel, true);
+  gm_pool_wake (pool);
+  pthread_join (th[0], NULL);
+  CHECK (w[0].buf == NULL && w[0].err == ECANCELED);
+  usleep (20000);
+  CHECK (!atomic_load (&w[2].done));
+  /* Memory back: the one left is served; the line is empty again. */
+  gm_pool_put (pool, b, 2 * GM_POOL_UNIT);
+  pthread_join (th[2], NULL);
+  CHECK (w[2].buf != NULL);
+  CHECK (pool->head == NULL && pool->tail == NULL);
+  gm_pool_put (pool, w[2].buf, GM_POOL_UNIT);
+  /* A flag set before the call: it still takes free memory at once,
+   * and only a waiter gives up. */
+  {
+    _Atomic bool yes = true;
+    b = gm_pool_get_cancellable (pool, GM_POOL_UNIT, &yes);
+    CHECK (b != NULL);
+    gm_pool_put (pool, b, GM_POOL_UNIT);
+  }
+  gm_pool_destroy (pool);
+}
+
 int
 main (void)
 {
@@ -308,6 +385,7 @@ main (void)
   large_not_starved ();
   quarantine ();
   wakes_one ();
+  cancelled_waiters ();
 
   /* hugepages=auto always works (falls back); a pool is usable. */
   pool = gm_pool_create (3 * MB, GM_HUGE_AUTO, err, sizeof err);

@@ -71,17 +71,24 @@ gm_rdma_overlap_add (const struct req *q, uint64_t t_end)
 {
 }
 
-void
-gm_rdma_mem_get (struct req *q)
+int
+gm_rdma_mem_get (struct req *q, const _Atomic bool *cancel)
 {
-  gm_rdma_mem_get_len (q, q->r.length);
+  return gm_rdma_mem_get_len (q, q->r.length, cancel);
+}
+
+int
+gm_rdma_mem_get_len (struct req *q, size_t len, const _Atomic bool *cancel)
+{
+  q->buflen = len;
+  q->buf = q->sbuf = gm_pool_get_cancellable (gm_rdma_pool, len, cancel);
+  return q->buf ? 0 : -1;
 }
 
 void
-gm_rdma_mem_get_len (struct req *q, size_t len)
+gm_rdma_mem_wake (void)
 {
-  q->buflen = len;
-  q->buf = q->sbuf = gm_pool_get (gm_rdma_pool, len);
+  gm_pool_wake (gm_rdma_pool);
 }
 
 void
@@ -115,6 +122,8 @@ struct fake {
   unsigned nw;
   _Atomic bool flushed;         /* gone: what it posts fails */
   bool hold_rread;              /* a case completes its RDMA READs */
+  bool lose_reply;              /* replies never complete (a provider
+                                 * that flushes nothing) */
   _Atomic bool rread_posted;
   struct ibv_wc held;
   _Atomic bool hold_below;      /* its writes below wait for a case */
@@ -146,6 +155,8 @@ fake_post_send (struct ibv_qp *qp, struct ibv_send_wr *wr,
     }
     if (atomic_load (&f->flushed))
       wc.status = IBV_WC_WR_FLUSH_ERR;
+    if (WR_KIND (wr->wr_id) == WR_REPLY && f->lose_reply)
+      continue;
     if (WR_KIND (wr->wr_id) == WR_RREAD && f->hold_rread &&
         wc.status == IBV_WC_SUCCESS) {
       f->held = wc;
@@ -750,7 +761,82 @@ gone_waiter_stops (void)
   teardown ();
 }
 
+/* Whether all of f's workers have left, within 10 s. */
+static bool
+workers_left (struct fake *f)
+{
+  unsigned running = 1;
+
+  for (int i = 0; i < 10000 && running; i++) {
+    pthread_mutex_lock (&f->c.lock);
+    running = f->c.running;
+    pthread_mutex_unlock (&f->c.lock);
+    if (running)
+      usleep (1000);
+  }
+  return running == 0;
+}
+
+/* The pool holds one WRITE, and a reply of the client's holds it: its
+ * completion never comes (on a queue pair in error, a provider may
+ * flush nothing).  Another worker of the same client waits for that
+ * memory.  The client ends: the waiter must leave, failing its
+ * request, or the poller waits for it for ever, the client is never
+ * freed (its queue pair destroyed, the memory given back), and the
+ * server never exits. */
+static void
+ended_leaves_pool_wait (void)
+{
+  setup (64 * K);
+  fake_start (&fk[0], 2);
+  fk[0].lose_reply = true;
+  submit (&fk[0], GM_RP_WRITE, 0, 64 * K);
+  CHECK (reaches (&fk[0].landed, 1));
+  submit (&fk[0], GM_RP_WRITE, 64 * K, 64 * K);
+  for (int i = 0; i < 10000 && !pool_waiter (); i++)
+    usleep (1000);
+  CHECK (pool_waiter ());
+  gone (&fk[0]);
+  CHECK (workers_left (&fk[0]));
+  CHECK_EQ_U64 (atomic_load (&fk[0].landed), 1);
+  CHECK (fk[0].reqs[0].error != 0 || fk[0].reqs[1].error != 0);
+  /* The lost reply's buffer is still held: only the queue pair's
+   * destruction may give it back. */
+  {
+    struct gm_pool_stats st;
+    gm_pool_get_stats (gm_rdma_pool, &st);
+    CHECK_EQ_U64 (st.in_use, 64 * K);
+  }
+  fk[0].reqs[0].state = fk[0].reqs[1].state = RQ_FREE;
+  gm_rdma_mem_put (&fk[0].reqs[0]);
+  gm_rdma_mem_put (&fk[0].reqs[1]);
+  teardown ();
+}
+
+/* A WRITE's RDMA READ whose completion never comes (not even flushed)
+ * when the client ends: its worker gives up after RREAD_STOP_WAIT_S,
+ * failing the WRITE, which never reaches the storage. */
+static void
+ended_gives_up_rread (void)
+{
+  uint64_t t0;
+
+  setup (1024 * K);
+  fake_start (&fk[0], 1);
+  fk[0].hold_rread = true;
+  submit (&fk[0], GM_RP_WRITE, 0, 64 * K);
+  CHECK (posted (&fk[0]));
+  t0 = gm_now_ns ();
+  gm_rdma_client_ending (&fk[0].c);
+  CHECK (workers_left (&fk[0]));
+  CHECK (gm_now_ns () - t0 >= (RREAD_STOP_WAIT_S - 1) * 1000000000ull);
+  CHECK_EQ_U64 (atomic_load (&fk[0].in_below), 0);
+  teardown ();
+}
+
 static const struct unit_case cases[] = {
+  { "ended_leaves_pool_wait", ended_leaves_pool_wait },
+  { "ended_gives_up_rread", ended_gives_up_rread },
   { "keepalive_probe", keepalive_probe },
   { "keepalive_held_up", keepalive_held_up },
   { "holds_live", holds_live },
