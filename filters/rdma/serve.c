@@ -943,8 +943,8 @@ gm_rdma_client_run (void *arg)
       if (read (c->wake_fd, &n, sizeof n) != sizeof n)
         n = 0;
     }
-    else if (!ending && !c->stop)
-      COUNT (RC_DROPPED, 1);
+    else if (!ending && !c->stop && gm_rdma_client_bye (c) == BYE_NONE)
+      COUNT (RC_DROPPED, 1);    /* not one that leaves after its goodbye */
     if (!ending) {
       /* End: the QP goes to the error state, every work request
        * still posted completes (flushed), workers leave. */

@@ -68,6 +68,8 @@ stop srv2
 wait "$holder" || fail "the NBD client holding a bridge connection failed"
 stop br2
 echo "server filter: $(tr '\n' ' ' <"$LAB_OUT/srv2.rdma-stats")"
+[ "$(rdma_counter srv2.rdma-stats goodbyes)" = 1 ] || fail "the bridge was not told goodbye"
+[ "$(rdma_counter srv2.rdma-stats clients_dropped)" = 0 ] || fail "the bridge leaving after its goodbye was counted as dropped"
 step "block status through the bridge: the holes of a sparse file; nbdkit -r holds for RDMA clients"
 must truncate -s 64M "$LAB_RUN/sparse.img"
 must dd if=/dev/urandom of="$LAB_RUN/sparse.img" bs=1M count=1 seek=10 conv=notrunc status=none
