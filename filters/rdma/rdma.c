@@ -352,6 +352,41 @@ client_free (struct client *c)
   free (c);
 }
 
+static void *
+free_run (void *c)
+{
+  client_free (c);
+  return NULL;
+}
+
+/* Free every client of list (linked by next_client), all at once: a
+ * client_free can block for seconds (rdma_destroy_id in the 6.1 CM's
+ * TIMEWAIT, up to 10 s), and freed one after the other the dozen
+ * connections of a bridge that just left could keep a shutdown
+ * waiting for minutes.  Returns once all are freed. */
+#define FREE_AT_ONCE 64
+
+static void
+free_clients (struct client *list)
+{
+  while (list) {
+    pthread_t t[FREE_AT_ONCE];
+    bool threaded[FREE_AT_ONCE];
+    unsigned n;
+
+    for (n = 0; list && n < FREE_AT_ONCE; n++) {
+      struct client *c = list;
+      list = c->next_client;
+      threaded[n] = pthread_create (&t[n], NULL, free_run, c) == 0;
+      if (!threaded[n])
+        client_free (c);        /* no thread to spare: here, in turn */
+    }
+    for (unsigned i = 0; i < n; i++)
+      if (threaded[i])
+        pthread_join (t[i], NULL);
+  }
+}
+
 /* Open c's context on the stack below and learn what it offers. */
 /* This server process, in every welcome: a bridge that sees another
  * instance knows the writes this one acknowledged and did not flush
@@ -623,45 +658,67 @@ reaper_run (void *arg)
 {
   pthread_mutex_lock (&dead_lock);
   for (;;) {
-    struct client *c = dead;
+    struct client *list = dead;
 
-    if (c == NULL) {
+    if (list == NULL) {
       if (reaper_stop)
         break;
       pthread_cond_wait (&dead_cv, &dead_lock);
       continue;
     }
-    dead = c->next_client;
+    dead = NULL;
     pthread_mutex_unlock (&dead_lock);
-    client_free (c);
+    free_clients (list);
     pthread_mutex_lock (&dead_lock);
   }
   pthread_mutex_unlock (&dead_lock);
   return NULL;
 }
 
-/* Hand the clients that are gone and whose threads have returned to
- * the reaper.
+/* Unlink the clients whose threads have returned (gone ones only, or
+ * any once shutting down) and hand them to the reaper; whether there
+ * were any.  Unlinked under the clients lock: workers of the others
+ * look through the list (fence.c).
  */
-static void
-reap (void)
+static bool
+reap_finished (bool gone_only)
 {
-  struct client **p = &gm_rdma_clients, *c;
+  struct client **p = &gm_rdma_clients, *c, *list = NULL;
 
   pthread_mutex_lock (&gm_rdma_clients_lock);
   while ((c = *p) != NULL) {
-    if (c->gone && (!c->thread_started || atomic_load (&c->finished))) {
+    if ((c->gone || !gone_only) &&
+        (!c->thread_started || atomic_load (&c->finished))) {
       *p = c->next_client;
-      pthread_mutex_lock (&dead_lock);
-      c->next_client = dead;
-      dead = c;
-      pthread_cond_signal (&dead_cv);
-      pthread_mutex_unlock (&dead_lock);
+      c->next_client = list;
+      list = c;
     }
     else
       p = &c->next_client;
   }
   pthread_mutex_unlock (&gm_rdma_clients_lock);
+  if (list == NULL)
+    return false;
+  if (!reaper_started) {        /* a failed start-up: no reaper */
+    free_clients (list);
+    return true;
+  }
+  pthread_mutex_lock (&dead_lock);
+  while (list) {
+    c = list;
+    list = c->next_client;
+    c->next_client = dead;
+    dead = c;
+  }
+  pthread_cond_signal (&dead_cv);
+  pthread_mutex_unlock (&dead_lock);
+  return true;
+}
+
+static void
+reap (void)
+{
+  reap_finished (true);
 }
 
 static void *
@@ -738,6 +795,26 @@ before (uint64_t deadline)
   return gm_now_ns () < deadline;
 }
 
+/* A shutdown phase waiting SLOW_S says once what for, so that a server
+ * slow to exit (or killed for it) always leaves a reason in its log:
+ * twice a server killed 30 s after SIGTERM left none. */
+#define SLOW_S 10
+
+static void
+say_waiting (const char *what, uint64_t since, bool *said)
+{
+  char line[2048] = "";
+
+  if (*said || gm_now_ns () - since < SLOW_S * 1000000000ull)
+    return;
+  *said = true;
+  for (struct client *c = gm_rdma_clients; c; c = c->next_client)
+    if (!atomic_load (&c->finished))
+      gm_rdma_client_describe (c, line, sizeof line);
+  nbdkit_error (NAME ": shutdown: %d s waiting %s: %s", SLOW_S, what,
+                line[0] ? line : "no client unfinished");
+}
+
 /* Shutting down with clients connected (docs/rdma-protocol.md,
  * "Goodbye"): every request a client sent until now is served and
  * answered, later ones are not served; then the stack below is flushed
@@ -751,8 +828,9 @@ before (uint64_t deadline)
 static void
 say_goodbyes (void)
 {
-  uint64_t deadline = gm_now_ns () + DRAIN_S * 1000000000ull;
+  uint64_t started = gm_now_ns (), deadline = started + DRAIN_S * 1000000000ull;
   struct client *c;
+  bool said = false;
 
   /* The listener is gone: a client that leaves now is found by its
    * poller (failed completions), not by a CM event. */
@@ -761,9 +839,21 @@ say_goodbyes (void)
       gm_rdma_client_drain (c);
   if (gmblock_rdma_debug_drain_delay_ms > 0)
     usleep ((useconds_t) gmblock_rdma_debug_drain_delay_ms * 1000u);
+  /* Clients that end meanwhile are freed meanwhile: one may hold, in a
+   * reply whose completion never comes, the pool memory a request of
+   * another still being drained waits for (a review finding: the drain
+   * then waited its full DRAIN_S). */
+  for (;;) {
+    bool busy = false;
+    reap_finished (false);
+    for (c = gm_rdma_clients; c && !busy; c = c->next_client)
+      busy = c->farewell && !gm_rdma_client_drained (c);
+    if (!busy || !before (deadline))
+      break;
+    say_waiting ("for requests in service to be answered", started, &said);
+    usleep (10000);
+  }
   for (c = gm_rdma_clients; c; c = c->next_client) {
-    while (c->farewell && !gm_rdma_client_drained (c) && before (deadline))
-      usleep (10000);
     if (c->farewell && !gm_rdma_client_drained (c)) {
       nbdkit_error (NAME ": %s: requests still in service %d s into the "
                     "shutdown: disconnected without a goodbye (they fail)",
@@ -883,15 +973,6 @@ rdma_cleanup (nbdkit_backend *b)
     pthread_join (listener, NULL);
     listener_started = false;
   }
-  /* The listener hands over no more: the reaper frees what it has. */
-  if (reaper_started) {
-    pthread_mutex_lock (&dead_lock);
-    reaper_stop = true;
-    pthread_cond_signal (&dead_cv);
-    pthread_mutex_unlock (&dead_lock);
-    pthread_join (reaper, NULL);
-    reaper_started = false;
-  }
   /* No more connects: a client reconnecting after its goodbye is
    * refused at once (and tries again) rather than left unanswered. */
   if (listen_id) {
@@ -909,25 +990,23 @@ rdma_cleanup (nbdkit_backend *b)
    * posted keeps its buffer until the QP is destroyed).  Freeing them in
    * list order joined the waiting one first: for ever.
    */
-  while (gm_rdma_clients) {
-    struct client **p = &gm_rdma_clients, *c;
-    bool freed = false;
-    /* Unlinked under the lock: workers of the others look through the
-     * list (fence.c). */
-    pthread_mutex_lock (&gm_rdma_clients_lock);
-    while ((c = *p) != NULL)
-      if (!c->thread_started || atomic_load (&c->finished)) {
-        *p = c->next_client;
-        pthread_mutex_unlock (&gm_rdma_clients_lock);
-        client_free (c);
-        pthread_mutex_lock (&gm_rdma_clients_lock);
-        freed = true;
+  {
+    uint64_t started = gm_now_ns ();
+    bool said = false;
+    while (gm_rdma_clients)
+      if (!reap_finished (false)) {
+        say_waiting ("for clients' threads to end", started, &said);
+        usleep (10 * 1000);
       }
-      else
-        p = &c->next_client;
-    pthread_mutex_unlock (&gm_rdma_clients_lock);
-    if (!freed)
-      usleep (10 * 1000);
+  }
+  /* The reaper frees what it has, then ends. */
+  if (reaper_started) {
+    pthread_mutex_lock (&dead_lock);
+    reaper_stop = true;
+    pthread_cond_signal (&dead_cv);
+    pthread_mutex_unlock (&dead_lock);
+    pthread_join (reaper, NULL);
+    reaper_started = false;
   }
   if (listen_id) {
     rdma_destroy_id (listen_id);

@@ -182,6 +182,7 @@ void gm_rdma_client_ending (struct client *c);
  * client that cannot take a goodbye (protocol version 2).
  */
 bool gm_rdma_client_drain (struct client *c);
+void gm_rdma_client_describe (struct client *c, char *buf, size_t len);
 bool gm_rdma_client_drained (struct client *c);
 int gm_rdma_client_goodbye (struct client *c, bool flushed);
 enum bye_state gm_rdma_client_bye (struct client *c);

@@ -709,6 +709,12 @@ on_completion (struct client *c, const struct ibv_wc *wc)
       if (q->r.op == GM_RP_READ && q->error == 0)
         gm_rdma_overlap_add (q, t);
     }
+    /* Its RDMA READ never completed (serve_write gave up): a provider
+     * that completes the reply first breaks the queue's order, and the
+     * NIC may still write into the buffer; held until the queue pair
+     * is destroyed (gm_rdma_client_release). */
+    if (q->rread_ns)
+      break;
     release_req (c, q);
     break;
   }
@@ -1008,6 +1014,26 @@ gm_rdma_client_drain (struct client *c)
   if (!v3)
     gm_rdma_disconnect (c->id);
   return v3;
+}
+
+/* What c is still doing, for a shutdown that waits for it: appended
+ * to buf (of len bytes, NUL-terminated). */
+void
+gm_rdma_client_describe (struct client *c, char *buf, size_t len)
+{
+  unsigned n[RQ_REPLIED + 1] = { 0 };
+  size_t used = strlen (buf);
+
+  pthread_mutex_lock (&c->lock);
+  for (unsigned i = 0; c->reqs && i < c->rp.lim.credits; i++)
+    n[c->reqs[i].state]++;
+  if (used < len)
+    snprintf (buf + used, len - used, "%s%s (%u of %u workers busy; "
+              "requests: %u being served, %u queued, %u replied, %u "
+              "deferred)", used ? ", " : "", c->peer, c->running,
+              c->nstarted, n[RQ_SETUP] + n[RQ_ACTIVE], n[RQ_QUEUED],
+              n[RQ_REPLIED], c->ndeferred);
+  pthread_mutex_unlock (&c->lock);
 }
 
 /* Every request received before the drain is answered and its reply

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <unistd.h>
 
+#include "overlap.h"            /* gm_now_ns */
 #include "pool.h"
 #include "unit.h"
 #include "cond-waits.h"
@@ -312,6 +313,89 @@ cancelled_waiters (void)
   gm_pool_destroy (pool);
 }
 
+/* Churn: threads get and put random sizes from a 4-unit pool while
+ * others' flags are set and the pool woken at random, for a second;
+ * the line stays well formed (tail is its last), and once the cancels
+ * stop every thread still gets served (a lost hand-over to the next in
+ * line would leave one waiting for ever). */
+#define CHURN_THREADS 12
+
+static _Atomic bool churn_cancel[CHURN_THREADS], churn_done;
+static _Atomic unsigned long churn_gets, churn_cancels;
+
+static void *
+cancel_churner (void *arg)
+{
+  int i = (int) (intptr_t) arg;
+  unsigned seed = i * 7919 + 1;
+
+  while (!atomic_load (&churn_done)) {
+    size_t len = (rand_r (&seed) % 4 + 1) * GM_POOL_UNIT;
+    void *b;
+    atomic_store (&churn_cancel[i], false);
+    b = gm_pool_get_cancellable (pool, len, &churn_cancel[i]);
+    if (b) {
+      atomic_fetch_add (&churn_gets, 1);
+      if (rand_r (&seed) % 4 == 0)
+        usleep (rand_r (&seed) % 200);
+      gm_pool_put (pool, b, len);
+    }
+    else {
+      CHECK (errno == ECANCELED);
+      atomic_fetch_add (&churn_cancels, 1);
+    }
+  }
+  return NULL;
+}
+
+static void
+line_well_formed (void)
+{
+  struct gm_pool_waiter *w, *last = NULL;
+  int n = 0;
+
+  pthread_mutex_lock (&pool->lock);
+  for (w = pool->head; w; w = w->next, n++)
+    last = w;
+  CHECK (n <= CHURN_THREADS);
+  CHECK (last == pool->tail);
+  pthread_mutex_unlock (&pool->lock);
+}
+
+static void
+cancel_churn (void)
+{
+  char err[256];
+  pthread_t th[CHURN_THREADS];
+  unsigned seed = 42;
+  uint64_t end = gm_now_ns () + 1000000000ull;
+  struct timespec limit;
+  struct gm_pool_stats st;
+
+  pool = gm_pool_create (4 * GM_POOL_UNIT, GM_HUGE_OFF, err, sizeof err);
+  CHECK (pool != NULL);
+  for (intptr_t i = 0; i < CHURN_THREADS; i++)
+    CHECK (pthread_create (&th[i], NULL, cancel_churner, (void *) i) == 0);
+  while (gm_now_ns () < end) {
+    atomic_store (&churn_cancel[rand_r (&seed) % CHURN_THREADS], true);
+    line_well_formed ();
+    gm_pool_wake (pool);
+    usleep (rand_r (&seed) % 300);
+  }
+  atomic_store (&churn_done, true);
+  clock_gettime (CLOCK_REALTIME, &limit);
+  limit.tv_sec += 20;
+  for (int i = 0; i < CHURN_THREADS; i++)
+    CHECK (pthread_timedjoin_np (th[i], NULL, &limit) == 0);
+  gm_pool_get_stats (pool, &st);
+  printf ("cancel churn: %lu gets, %lu cancelled\n",
+          atomic_load (&churn_gets), atomic_load (&churn_cancels));
+  CHECK (atomic_load (&churn_gets) > 0 && atomic_load (&churn_cancels) > 0);
+  CHECK_EQ_U64 (st.in_use, 0);
+  CHECK (pool->head == NULL && pool->tail == NULL);
+  gm_pool_destroy (pool);
+}
+
 int
 main (void)
 {
@@ -386,6 +470,7 @@ main (void)
   quarantine ();
   wakes_one ();
   cancelled_waiters ();
+  cancel_churn ();
 
   /* hugepages=auto always works (falls back); a pool is usable. */
   pool = gm_pool_create (3 * MB, GM_HUGE_AUTO, err, sizeof err);

@@ -831,6 +831,16 @@ ended_gives_up_rread (void)
   CHECK (workers_left (&fk[0]));
   CHECK (gm_now_ns () - t0 >= (RREAD_STOP_WAIT_S - 1) * 1000000000ull);
   CHECK_EQ_U64 (atomic_load (&fk[0].in_below), 0);
+  /* Its reply completed (this fake keeps no order), its READ not: the
+   * buffer stays held, for the queue pair's destruction to give back. */
+  {
+    struct gm_pool_stats st;
+    gm_pool_get_stats (gm_rdma_pool, &st);
+    CHECK_EQ_U64 (st.in_use, 64 * K);
+    CHECK (fk[0].reqs[0].state == RQ_REPLIED);
+  }
+  gm_rdma_mem_put (&fk[0].reqs[0]);
+  fk[0].reqs[0].state = RQ_FREE;
   teardown ();
 }
 
