@@ -1028,7 +1028,7 @@ gm_rdma_client_describe (struct client *c, char *buf, size_t len)
   for (unsigned i = 0; c->reqs && i < c->rp.lim.credits; i++)
     n[c->reqs[i].state]++;
   if (used < len)
-    snprintf (buf + used, len - used, "%s%s (%u of %u workers busy; "
+    snprintf (buf + used, len - used, "%s%s (%u of %u workers not ended; "
               "requests: %u being served, %u queued, %u replied, %u "
               "deferred)", used ? ", " : "", c->peer, c->running,
               c->nstarted, n[RQ_SETUP] + n[RQ_ACTIVE], n[RQ_QUEUED],

@@ -229,6 +229,7 @@ fake_start (struct fake *f, unsigned nw)
     CHECK (pthread_create (&f->workers[f->nw], NULL, worker_run, c) == 0);
     pthread_mutex_lock (&c->lock);
     c->running++;
+    c->nstarted++;
     pthread_mutex_unlock (&c->lock);
   }
 }
@@ -378,6 +379,25 @@ write_in_storage (unsigned workers)
   atomic_store (&fk[1].hold_below, true);
   submit (&fk[1], GM_RP_WRITE, 0, 64 * K);
   CHECK (reaches (&fk[1].in_below, 1));
+}
+
+/* What a shutdown that waits for a client logs of it (rdma.c's
+ * say_waiting): its workers not ended and its requests by state. */
+static void
+describe_client (void)
+{
+  char buf[512] = "earlier";
+
+  write_in_storage (0);
+  submit (&fk[1], GM_RP_TRIM, 0, 4 * K);
+  strcpy (fk[1].c.peer, "10.0.0.2:4791");
+  gm_rdma_client_describe (&fk[1].c, buf, sizeof buf);
+  CHECK (strcmp (buf, "earlier, 10.0.0.2:4791 (1 of 1 workers not ended; "
+                 "requests: 1 being served, 1 queued, 0 replied, "
+                 "0 deferred)") == 0);
+  atomic_store (&fk[1].hold_below, false);
+  CHECK (reaches (&fk[1].landed, 2));
+  teardown ();
 }
 
 /* A gone client's WRITE in the storage holds a live client's
@@ -845,6 +865,7 @@ ended_gives_up_rread (void)
 }
 
 static const struct unit_case cases[] = {
+  { "describe_client", describe_client },
   { "ended_leaves_pool_wait", ended_leaves_pool_wait },
   { "ended_gives_up_rread", ended_gives_up_rread },
   { "keepalive_probe", keepalive_probe },
