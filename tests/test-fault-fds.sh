@@ -142,3 +142,28 @@ stop_server capped
 grep -q "descriptors" "$T/capped.log" ||
     fail "capped: the log does not say why threads went without a ring"
 info "$(grep -m1 "descriptors" "$T/capped.log")"
+
+# Threads that have no ring try again to make one, but at most once a
+# second: a try is three system calls (getrlimit, a dup and its
+# close), which every request of such a thread paid (256 each for the
+# 256 reads of one nbdcopy).  At 16 descriptors, 12 are in use at
+# start-up: no thread gets a ring.
+printf '#!/bin/sh\nexec prlimit --nofile=16:16 %q "$@"\n' "$top/nbdkit" >"$T/nbdkit-few"
+chmod +x "$T/nbdkit-few"
+NBDKIT=$T/nbdkit-few
+start_server few gmblock file="$T/disk.img"
+NBDKIT=$top/nbdkit
+strace -f -qq -c -e trace=prlimit64,preadv2,read,io_uring_enter -p "$(server_pid few)" \
+    -o "$T/few.strace" &
+st=$!
+sleep 1                 # attached
+nbdcopy --requests=16 "$(uri few)" - | cmp - "$T/disk.img" || fail "few: the copy differs"
+kill -INT $st
+wait $st || true
+calls () { awk -v s="$1" '$NF == s { print $4 }' "$T/few.strace"; }
+reads=$(( $(calls preadv2) + 0 )) tries=$(( $(calls prlimit64) + 0 ))
+info "few: $reads preadv2 (ringless reads), $tries descriptor checks"
+[[ $reads -ge 64 ]] || { cat "$T/few.strace"; fail "few: only $reads plain reads: the threads had rings, nothing was tested"; }
+[[ $tries -le $((reads / 4)) ]] ||
+    fail "few: $tries descriptor checks for $reads reads: a ringless thread checks at every request"
+stop_server few

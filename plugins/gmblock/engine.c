@@ -24,6 +24,7 @@
 #include <sys/resource.h>
 
 #include "gmblock.h"
+#include "overlap.h"            /* gm_now_ns */
 #include "sizes.h"
 #include "pin.h"
 
@@ -179,6 +180,8 @@ say_fds_short (long bound)
              bound);
 }
 
+#define RING_RETRY_NS 1000000000ull  /* a ringless thread's next try */
+
 static struct gm_uring *
 my_ring (void)
 {
@@ -194,12 +197,20 @@ my_ring (void)
     thread_ring = NULL;
   }
   if (thread_ring == NULL && !atomic_load (&uring_refused)) {
-    /* Tried again at every request (descriptors may be free again);
-     * said once per thread.
+    /* Tried again (descriptors may be free again), but at most once a
+     * second: each try costs three system calls (getrlimit, a dup and
+     * its close), which every request of a ringless thread paid.  Said
+     * once per thread.
      */
     static __thread bool said;
-    long bound = ring_fd_bound ();
+    static __thread uint64_t next_try;
+    uint64_t now = gm_now_ns ();
+    long bound;
 
+    if (now < next_try)
+      return NULL;
+    next_try = now + RING_RETRY_NS;
+    bound = ring_fd_bound ();
     if (!ring_fd_free (bound)) {
       say_fds_short (bound);
       return NULL;
