@@ -138,6 +138,12 @@ $(B)/tests/unit/test-pool $(B)/tests/unit/test-rangelock: UNIT_LDFLAGS = -Wl,--w
 $(B)/tests/unit/test-abandoned: UNIT_LDFLAGS = -Wl,--wrap=fdatasync -Wl,--wrap=pwrite
 $(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: plugins/gmblock-rdma/bridge.c plugins/gmblock-rdma/bridge.h tests/unit/fake-bridge.h
 $(B)/tests/unit/test-bridge-abandon $(B)/tests/unit/test-bridge-ring: UNIT_LDFLAGS = $(RDMA_LIBS)
+# conn.c over a fake queue pair (its teardown's verbs wrapped).
+$(B)/tests/unit/test-bridge-conn: plugins/gmblock-rdma/conn.c plugins/gmblock-rdma/bridge.h
+$(B)/tests/unit/test-bridge-conn: UNIT_LDFLAGS = $(RDMA_LIBS) -Wl,--wrap=ibv_modify_qp \
+  -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_create_event_channel \
+  -Wl,--wrap=rdma_destroy_qp -Wl,--wrap=ibv_destroy_cq -Wl,--wrap=ibv_destroy_comp_channel \
+  -Wl,--wrap=ibv_dereg_mr -Wl,--wrap=rdma_destroy_id -Wl,--wrap=rdma_destroy_event_channel
 # Stops the SIGUSR1 handler's write, raises the signal as it goes on (see the test).
 $(B)/tests/unit/test-statsout-usr1: UNIT_LDFLAGS = -Wl,--wrap=write -Wl,--wrap=sigaction
 $(B)/tests/unit/test-lost-buffer: plugins/gmblock/io.c plugins/gmblock/engine.c \

@@ -285,8 +285,8 @@ struct piece {
   struct buf_ref b;
 };
 
-/* The worse of two outcomes: a connection broken by timeout=
- * (CONN_TIMEDOUT: never sent again, even when another piece found the
+/* The worse of two outcomes: a connection broken by timeout= or by
+ * nbdkit's shutdown (CONN_TIMEDOUT: never sent again, even when another piece found the
  * connection already dead, -1), then another transport failure (-1: a
  * write may or may not have landed), then a request not served
  * (CONN_UNSERVED: safe to send again), then the server's error, then
@@ -495,8 +495,8 @@ outcome (int e, uint8_t op, uint16_t flags, uint32_t count, uint64_t offset)
                   ? "not served by a server that shut down, and not by one "
                   "after it: failed with EIO"
                   : e == CONN_TIMEDOUT
-                  ? "its connection was broken by timeout= (see above): "
-                  "failed with EIO, not sent again"
+                  ? "its connection was broken by timeout= or by nbdkit's "
+                  "shutdown (see above): failed with EIO, not sent again"
                   : "the connection to the server failed: failed with EIO "
                   "(see above)");
     e = EIO;

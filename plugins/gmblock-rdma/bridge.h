@@ -116,8 +116,10 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r,
  */
 #define CONN_UNSERVED (-3)
 /* What conn_collect returns for a request in flight on a connection
- * that timeout= broke (one of its requests waited that long): like -1,
- * but not sent again: the user asked for an error after that long.
+ * that timeout= broke (one of its requests waited that long), or that
+ * nbdkit's shutdown broke (still in flight 2 s after it began): like
+ * -1, but not sent again: the user asked for an error after that long,
+ * or nobody waits for it any more.
  */
 #define CONN_TIMEDOUT (-5)       /* RUN_TELL (bridge.c) is -4 */
 /* Wait for slot's reply and give the slot back: 0, a positive errno

@@ -56,6 +56,7 @@
 #define SILENCE_S 60             /* a probe unanswered that long: broken */
 #define LEAVE_S 10               /* an ESHUTDOWN reply, no goodbye: post again */
 #define DRAIN_MS 2000            /* a disconnect: the completions before it */
+#define QUIT_GRACE_MS 2000       /* nbdkit quits: requests in flight get this long */
 #define WR_SEND 0
 #define WR_PROBE 2
 #define WR_RECV 1                /* + receive buffer index << 1 */
@@ -127,6 +128,9 @@ struct conn {
   time_t probe_sent;
   uint64_t timeout_checked;     /* timeout=: once a second (its s) */
   bool timed_out;               /* timeout= broke it */
+  uint64_t quit_checked;        /* nbdkit quitting?  once a second (its s) */
+  uint64_t quit_ms;             /* when this one saw nbdkit quit, or 0 */
+  bool shut_down;               /* nbdkit's shutdown broke it */
   struct gm_unflushed uf;       /* its writes a FLUSH must still cover */
   struct gm_ab_node *ab;        /* listed while broken with writes in
                                  * flight the server may still hold */
@@ -488,6 +492,7 @@ connect_server (struct conn *c)
   c->nslots = c->rp.lim.credits;
   c->dead = false;
   c->timed_out = false;
+  c->shut_down = false;
   c->qp_err = false;
   c->server_left = false;
   c->leaving = false;
@@ -541,8 +546,12 @@ connect_retry (struct conn *c, bool patient)
   int tries = patient ? CONNECT_TRIES_AFTER_GOODBYE : CONNECT_TRIES;
 
   for (int i = 0; i < tries; i++) {
-    if (i)
-      usleep (i < 4 ? 150000u << i : 1200000u);
+    /* Nobody waits for it any more once nbdkit quits, or (on a
+     * connection's thread) its NBD client has left: a server that is
+     * down cost 27 tries, over 30 s, at every shutdown. */
+    unsigned ms = i == 0 ? 0 : i < 4 ? 150u << i : 1200u;
+    if (nbdkit_nanosleep (ms / 1000, ms % 1000 * 1000000u) == -1)
+      return -1;
     c->refused = false;
     strcpy (c->why, "see the messages above");
     if (connect_server (c) == 0)
@@ -715,7 +724,7 @@ broken (struct conn *c, const char *why)
       s->posted = false;
       s->done = true;
       s->result = c->server_left ? CONN_UNSERVED
-        : c->timed_out ? CONN_TIMEDOUT : -1;
+        : c->timed_out || c->shut_down ? CONN_TIMEDOUT : -1;
       pthread_cond_signal (&s->done_cv);
     }
   }
@@ -917,6 +926,35 @@ overdue (struct conn *c)
   return false;
 }
 
+/* nbdkit quits (SIGTERM) and waits for every request in progress
+ * before it exits, while its clients, leaving, will not read their
+ * replies: requests still in flight QUIT_GRACE_MS later fail, the QP in
+ * error first, not sent again.  Without this, a server whose software
+ * hangs while its NIC answers the probes held the bridge up for ever.
+ * nbdkit_nanosleep (0, 0) says whether nbdkit quits; asked once a
+ * second.  Whether it broke.  Called with c->m held.
+ */
+static bool
+quitting (struct conn *c)
+{
+  uint64_t t = now_ms ();
+
+  if (c->quit_ms == 0) {
+    if (t / 1000 == c->quit_checked)
+      return false;
+    c->quit_checked = t / 1000;
+    if (nbdkit_nanosleep (0, 0) == 0)
+      return false;
+    c->quit_ms = t;
+  }
+  if (c->rp.in_use == 0 || t - c->quit_ms < QUIT_GRACE_MS)
+    return false;
+  c->shut_down = true;
+  broken (c, "nbdkit is shutting down, and requests are still in flight "
+          "2 s later: they fail");
+  return true;
+}
+
 static void *
 completion_thread (void *arg)
 {
@@ -945,7 +983,7 @@ completion_thread (void *arg)
         broken (c, "ibv_poll_cq failed");
       for (int i = 0; i < n && ok; i++)
         ok = take (c, &wc[i]);
-      if (ok && overdue (c))    /* others may keep completing */
+      if (ok && (overdue (c) || quitting (c)))  /* others may keep completing */
         ok = false;
       pthread_mutex_unlock (&c->m);
       if (!ok)
@@ -987,7 +1025,7 @@ completion_thread (void *arg)
       c->leaving = false;
       pthread_cond_broadcast (&c->free_cv);
     }
-    if (overdue (c)) {
+    if (overdue (c) || quitting (c)) {
       pthread_mutex_unlock (&c->m);
       return NULL;
     }
