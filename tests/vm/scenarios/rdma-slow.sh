@@ -8,7 +8,9 @@
 # Then a bridge with timeout=20 (a user who prefers an error to such a
 # wait): the same READ fails with EIO after about 20 s, the probes
 # answered or not, and the bridge serves on: a write after it, over a
-# new connection to the same server, lands.
+# new connection to the same server, lands.  Last, a bridge stopped
+# (SIGTERM) with that READ in flight exits within seconds: the READ
+# fails 2 s after nbdkit quits.
 # lab-disks: virtio:16M
 # lab-timeout: 420
 # lab-sanitizer: tsan
@@ -64,6 +66,36 @@ h.shutdown()
 PY
     fail "timeout=20 did not end the slow READ as it should"
 stop br2
+
+step "the bridge stopped (SIGTERM) with the slow READ in flight: it exits within seconds"
+# nbdkit waits for the requests in progress before it exits, and the
+# server's NIC answers the probes: the bridge used to wait the READ's
+# full 70 s (the lab's stop gives up after 30). Requests still in
+# flight 2 s after nbdkit quits now fail.
+bridge br3 10.77.0.1
+rm -f "$LAB_RUN/held3"
+python3 - "nbd+unix:///?socket=$LAB_RUN/br3.sock" "$LAB_RUN/held3" >"$LAB_OUT/br3.client" 2>&1 <<'PY' &
+import sys, nbd
+h = nbd.NBD()
+h.connect_uri(sys.argv[1])
+open(sys.argv[2], "w").close()
+try:
+    h.pread(4096, 1 << 20)
+    print("the READ succeeded")
+except nbd.Error as e:
+    print("the READ failed: %s" % e.string)
+PY
+client=$!
+for i in $(seq 100); do [ -e "$LAB_RUN/held3" ] && break; sleep 0.1; done
+sleep 3                         # the READ is at the server, in the delay
+t0=$(date +%s)
+stop br3
+echo "the bridge exited $(( $(date +%s) - t0 )) s after SIGTERM"
+wait $client
+cat "$LAB_OUT/br3.client"
+grep -q "the READ failed" "$LAB_OUT/br3.client" || fail "the READ in flight did not fail at the bridge's shutdown"
+grep -q "nbdkit is shutting down" "$LAB_OUT/br3.nbdkit.log" ||
+    fail "the bridge's log does not say why the READ failed"
 stop srv
 must dd if=/dev/vda of="$LAB_RUN/got.bin" bs=4096 count=1 iflag=direct status=none
 cmp "$LAB_RUN/got.bin" "$LAB_RUN/new.bin" || fail "the write after the timeout did not land"
