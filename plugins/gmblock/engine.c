@@ -209,7 +209,7 @@ my_ring (void)
 
     if (now < next_try)
       return NULL;
-    next_try = now + RING_RETRY_NS;
+    next_try = now + RING_RETRY_NS;     /* cleared below if one is made */
     bound = ring_fd_bound ();
     if (!ring_fd_free (bound)) {
       say_fds_short (bound);
@@ -223,8 +223,10 @@ my_ring (void)
       say_fds_short (bound);
       return NULL;
     }
-    if (thread_ring)
+    if (thread_ring) {
       pthread_setspecific (ring_key, thread_ring);
+      next_try = 0;             /* a ring that dies is replaced at once */
+    }
     else if (refused_for_good (errno))
       say_refused (errno);
     else if (!said) {
