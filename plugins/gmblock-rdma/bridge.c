@@ -254,6 +254,7 @@ static void
 bridge_cleanup (void)
 {
   gm_stats_stop (&bstats_out);
+  conn_stop_all ();
 }
 
 static void

@@ -87,6 +87,9 @@ void mem_unload (void);
 struct conn;
 struct conn *conn_open (void);
 void conn_close (struct conn *c);
+/* .cleanup: end the completion threads of connections never closed
+ * (nbdkit quit with them open). */
+void conn_stop_all (void);
 const struct gm_rp_limits *conn_limits (const struct conn *c);
 unsigned conn_credits (const struct conn *c);
 /* Its node in the list of broken connections (abandoned.h), and the

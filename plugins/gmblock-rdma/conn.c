@@ -86,6 +86,7 @@ struct slot {
 };
 
 struct conn {
+  struct conn *next_open;       /* open_conns, under open_lock */
   pthread_mutex_t m;            /* everything below; never held across I/O */
   pthread_cond_t free_cv;       /* a slot was given back, or the link changed */
   struct rdma_event_channel *ch;
@@ -565,6 +566,23 @@ connect_retry (struct conn *c, bool patient)
   return -1;
 }
 
+/* Connections opened and not closed: nbdkit calls no .close once it
+ * quits (it may be unloading us), so conn_stop_all joins their
+ * completion threads at .cleanup: none may still run in this module
+ * when nbdkit unloads it (nor end unjoined: ThreadSanitizer's thread
+ * leak, in the lab's rdma-slow, once SIGTERM ended a connection). */
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct conn *open_conns;
+
+void
+conn_stop_all (void)
+{
+  pthread_mutex_lock (&open_lock);
+  for (struct conn *c = open_conns; c; c = c->next_open)
+    stop_thread (c);
+  pthread_mutex_unlock (&open_lock);
+}
+
 struct conn *
 conn_open (void)
 {
@@ -607,6 +625,10 @@ conn_open (void)
   }
   if (taken)
     COUNT (BC_NAMES_TAKEN, 1);
+  pthread_mutex_lock (&open_lock);
+  c->next_open = open_conns;
+  open_conns = c;
+  pthread_mutex_unlock (&open_lock);
   return c;
 
  fail:
@@ -620,6 +642,13 @@ conn_open (void)
 void
 conn_close (struct conn *c)
 {
+  pthread_mutex_lock (&open_lock);
+  for (struct conn **p = &open_conns; *p; p = &(*p)->next_open)
+    if (*p == c) {
+      *p = c->next_open;
+      break;
+    }
+  pthread_mutex_unlock (&open_lock);
   /* nbdkit sends no request during close: nothing is in flight.  The
    * completion thread may still take a goodbye: the lock. */
   if (c->thread_on) {

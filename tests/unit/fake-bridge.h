@@ -11,6 +11,7 @@
 
 struct conn *conn_open (void) { return NULL; }
 void conn_close (struct conn *c) { }
+void conn_stop_all (void) { }
 const struct gm_rp_limits *
 conn_limits (const struct conn *c) { return &c->lim; }
 void conn_acked (struct conn *c, const struct gm_uf_ack *ack) { }

@@ -211,14 +211,21 @@ connected (void)
   c->progress = now ();
   CHECK (pthread_create (&c->thread, NULL, completion_thread, c) == 0);
   c->thread_on = true;
+  pthread_mutex_lock (&open_lock);      /* as conn_open lists it */
+  c->next_open = open_conns;
+  open_conns = c;
+  pthread_mutex_unlock (&open_lock);
   return c;
 }
 
-/* Its completion thread ended (it may have ended itself), joined. */
+/* Its completion thread ended (it may have ended itself), joined by
+ * what the plugin's .cleanup does: nbdkit calls no .close once it
+ * quits.  Under ThreadSanitizer, one left unjoined is a report. */
 static void
 done_with (struct conn *c)
 {
-  stop_thread (c);
+  conn_stop_all ();
+  CHECK (!c->thread_on);
 }
 
 static void *
