@@ -141,12 +141,11 @@ int
 gm_parse_size_or_percent (const char *str, uint64_t whole,
                           uint64_t *out, const char **why)
 {
-  size_t n;
   uint64_t pct;
   const char *p;
 
-  n = str ? strlen (str) : 0;
-  if (n == 0 || strchr (str, '%') == NULL)
+  /* No "%" (an empty value included): a size, which says what is wrong. */
+  if (str == NULL || strchr (str, '%') == NULL)
     return gm_parse_size (str, out, why);
   /* Blanks and a "+" before the number, as gm_parse_size allows them. */
   if ((p = number_start (str, why)) == NULL ||

@@ -715,12 +715,6 @@ reap_finished (bool gone_only)
   return true;
 }
 
-static void
-reap (void)
-{
-  reap_finished (true);
-}
-
 static void *
 listener_run (void *arg)
 {
@@ -737,7 +731,7 @@ listener_run (void *arg)
 
     if (n == -1 && errno != EINTR)
       break;
-    reap ();
+    reap_finished (true);
     if (n <= 0)
       continue;
     if (fds[1].revents)
