@@ -65,6 +65,7 @@ struct gm_counter bstats[BC_COUNT] = {
   GM_COUNTER (BC_ABANDONS, "abandons", "connections broken with writes in flight that another connection named to the server (ABANDON) before writing"),
   GM_COUNTER (BC_NAMES_TAKEN, "names_taken", "connections that took the name of one a killed bridge left open on the server (state=): their hello replaced it there"),
   GM_COUNTER (BC_TIMEOUTS, "timeouts", "connections broken because a request was unanswered for timeout= seconds"),
+  GM_COUNTER (BC_EXPOSED, "bytes_exposed", "bytes of buffers never used again: lent to a connection that broke with its queue pair neither in the error state nor disconnected (a dead device), so the server might still reach them"),
 };
 
 static struct gm_stats_out bstats_out =
@@ -312,7 +313,8 @@ worse (int a, int b)
 static void
 collect (struct conn *c, struct piece *p, uint8_t op, int *res)
 {
-  int e = conn_collect (c, p->slot);
+  bool exposed;
+  int e = conn_collect (c, p->slot, &exposed);
 
   if (e == 0 && op == GM_RP_READ) {
     if (p->b.bounce) {
@@ -328,7 +330,9 @@ collect (struct conn *c, struct piece *p, uint8_t op, int *res)
       COUNT (BC_ZERO_COPY, p->b.len);
     COUNT (BC_WRITE_BYTES, p->b.len);
   }
-  if (op == GM_RP_READ || op == GM_RP_WRITE)
+  if ((op == GM_RP_READ || op == GM_RP_WRITE) && exposed)
+    mem_put_exposed (&p->b);
+  else if (op == GM_RP_READ || op == GM_RP_WRITE)
     mem_put (&p->b);
   *res = worse (*res, e);
 }
@@ -572,7 +576,7 @@ tell_abandoned (struct conn *c)
                                .addr = instance };
     e = conn_post (c, slot, &r, NULL);
     if (e == 0)
-      e = conn_collect (c, slot);
+      e = conn_collect (c, slot, NULL);
     gm_ab_told (n, e == 0);
     if (e == 0)
       COUNT (BC_ABANDONS, 1);
@@ -771,7 +775,7 @@ extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
   struct buf_ref b;
   uint32_t n = 0, len = (one ? 1 : EXTENTS_MAX) * GM_RP_EXTENT_SIZE;
   uint64_t pos = offset;
-  bool waited = false;
+  bool waited = false, exposed = false;
   char why[160];
   int slot, e;
 
@@ -791,7 +795,7 @@ extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
   r.buf_len = len;
   e = conn_post (c, slot, &r, NULL);
   if (e == 0)
-    e = conn_collect_count (c, slot, &n);
+    e = conn_collect_count (c, slot, &n, &exposed);
   if (e == 0 && gm_rp_check_extents (b.addr, n, &r, why, sizeof why) == -1) {
     nbdkit_error (NAME ": BLOCK_STATUS at %" PRIu64 ": %s", offset, why);
     e = EIO;
@@ -804,7 +808,10 @@ extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
       e = errno ? errno : EIO;
     pos += x.length;
   }
-  mem_put (&b);
+  if (exposed)
+    mem_put_exposed (&b);
+  else
+    mem_put (&b);
   return e;
 }
 

@@ -33,7 +33,7 @@ enum {
   BC_COPIED, BC_ZERO_COPY, BC_ODP_HITS, BC_ODP_MISSES, BC_POOL_WAITS,
   BC_CREDIT_WAITS, BC_ERRORS, BC_TRANSPORT_ERRORS, BC_RETRIES,
   BC_LOST_FLUSHES, BC_PROBES, BC_GOODBYES, BC_RESENT, BC_ABANDONS,
-  BC_NAMES_TAKEN, BC_TIMEOUTS,
+  BC_NAMES_TAKEN, BC_TIMEOUTS, BC_EXPOSED,
   BC_COUNT
 };
 extern struct gm_counter bstats[BC_COUNT];
@@ -80,6 +80,11 @@ int mem_get (void *user, uint32_t len, bool wait, struct buf_ref *b);
 /* A pool buffer whatever the zero-copy mode (BLOCK_STATUS). */
 int mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b);
 void mem_put (struct buf_ref *b);
+/* Give b back when the server may still reach it (conn_collect's
+ * exposed): a bounce buffer is quarantined (never lent again), a
+ * per-range ODP MR deregistered once idle (its rkey dies with it).
+ */
+void mem_put_exposed (struct buf_ref *b);
 void mem_unload (void);
 
 /* ---- conn.c */
@@ -127,11 +132,15 @@ int conn_post (struct conn *c, int slot, struct gm_rp_request *r,
 #define CONN_TIMEDOUT (-5)       /* RUN_TELL (bridge.c) is -4 */
 /* Wait for slot's reply and give the slot back: 0, a positive errno
  * (the server's answer), -1 (the connection broke), CONN_UNSERVED or
- * CONN_TIMEDOUT.
+ * CONN_TIMEDOUT.  *exposed (or NULL): set true when the connection
+ * broke and its QP could be neither moved to the error state nor
+ * disconnected, so the server may still reach the buffer the request
+ * lent it: then give it back with mem_put_exposed.
  */
-int conn_collect (struct conn *c, int slot);
+int conn_collect (struct conn *c, int slot, bool *exposed);
 /* The same, with a BLOCK_STATUS reply's count of extents. */
-int conn_collect_count (struct conn *c, int slot, uint32_t *count);
+int conn_collect_count (struct conn *c, int slot, uint32_t *count,
+                        bool *exposed);
 /* The NBD request whose pieces' replies are in ack is acknowledged to
  * the client: only now do they count as writes a FLUSH must cover, or
  * report lost (common/unflushed.h).

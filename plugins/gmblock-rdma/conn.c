@@ -82,6 +82,8 @@ struct slot {
   uint64_t flush_mark;          /* FLUSH: what it covers (gm_uf_flush_sent) */
   uint64_t posted_ms;           /* timeout= */
   uint8_t op;
+  bool exposed;                 /* ended while the server could still
+                                 * reach its buffer (qp_error failed) */
   struct gm_uf_ack *ack;        /* the request's replies that count */
 };
 
@@ -109,6 +111,7 @@ struct conn {
   unsigned busy;                /* slots reserved */
   bool dead;                    /* broken: reconnect first */
   bool qp_err;                  /* the QP was moved to the error state */
+  bool unfenced;                /* ... and that failed, and the disconnect */
   bool draining;                /* disconnected: taking what came before */
   bool connecting;
   bool ever;                    /* was connected once */
@@ -495,6 +498,7 @@ connect_server (struct conn *c)
   c->timed_out = false;
   c->shut_down = false;
   c->qp_err = false;
+  c->unfenced = false;
   c->server_left = false;
   c->leaving = false;
   c->probing = false;
@@ -703,9 +707,15 @@ qp_error (struct conn *c)
     nbdkit_error (NAME ": %s:%s: cannot move the queue pair to the error "
                   "state: %s; disconnecting", server.host, server.port,
                   strerror (e));
-    if (rdma_disconnect (c->id))
-      nbdkit_error (NAME ": %s:%s: rdma_disconnect: %m", server.host,
-                    server.port);
+    if (rdma_disconnect (c->id)) {
+      /* The server may RDMA to and from what the requests in flight
+       * lent it for as long as the QP lives: their buffers must never
+       * be lent again (broken marks them exposed). */
+      nbdkit_error (NAME ": %s:%s: rdma_disconnect: %m: the buffers of "
+                    "the requests in flight are not used again",
+                    server.host, server.port);
+      c->unfenced = true;
+    }
   }
 }
 
@@ -752,6 +762,7 @@ broken (struct conn *c, const char *why)
     if (s->posted) {
       s->posted = false;
       s->done = true;
+      s->exposed = c->unfenced;
       s->result = c->server_left ? CONN_UNSERVED
         : c->timed_out || c->shut_down ? CONN_TIMEDOUT : -1;
       pthread_cond_signal (&s->done_cv);
@@ -1246,17 +1257,19 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
 }
 
 int
-conn_collect (struct conn *c, int slot)
+conn_collect (struct conn *c, int slot, bool *exposed)
 {
-  return conn_collect_count (c, slot, NULL);
+  return conn_collect_count (c, slot, NULL, exposed);
 }
 
 int
-conn_collect_count (struct conn *c, int slot, uint32_t *count)
+conn_collect_count (struct conn *c, int slot, uint32_t *count, bool *exposed)
 {
   struct slot *s;
   int r;
 
+  if (exposed)
+    *exposed = false;
   /* A caller's bug must not reach beside the array. */
   if (slot < 0 || slot >= GM_RP_MAX_CREDITS) {
     nbdkit_error (NAME ": internal error: collecting slot %d", slot);
@@ -1269,6 +1282,9 @@ conn_collect_count (struct conn *c, int slot, uint32_t *count)
   r = s->result;
   if (count)
     *count = s->count;
+  if (exposed)
+    *exposed = s->exposed;
+  s->exposed = false;
   s->busy = false;
   c->busy--;
   pthread_cond_broadcast (&c->free_cv);

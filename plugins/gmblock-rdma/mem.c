@@ -28,6 +28,7 @@
  * server inside the pool).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -63,6 +64,7 @@ static struct {
   struct ibv_mr *mr;
   unsigned refs;
   uint64_t used;
+  bool revoked;                 /* no new hits, deregistered once idle */
 } cache[CACHE_SIZE];
 static uint64_t tick;
 
@@ -222,7 +224,8 @@ cache_get (uintptr_t u, uint32_t len)
   int victim = -1;
 
   for (int i = 0; i < CACHE_SIZE; i++) {
-    if (cache[i].mr && cache[i].start <= u && u + len <= cache[i].end) {
+    if (cache[i].mr && !cache[i].revoked &&
+        cache[i].start <= u && u + len <= cache[i].end) {
       cache[i].refs++;
       cache[i].used = ++tick;
       COUNT (BC_ODP_HITS, 1);
@@ -291,18 +294,56 @@ mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b)
   return 0;
 }
 
-void
-mem_put (struct buf_ref *b)
+/* Drop b's reference; exposed: its entry is revoked first.  A revoked
+ * entry is deregistered by its last user.  Called under lock. */
+static void
+cache_put (int ent, bool exposed)
 {
-  if (b->bounce)
+  if (exposed)
+    cache[ent].revoked = true;
+  if (--cache[ent].refs == 0 && cache[ent].revoked) {
+    ibv_dereg_mr (cache[ent].mr);
+    cache[ent].mr = NULL;
+    cache[ent].revoked = false;
+  }
+}
+
+static void
+put (struct buf_ref *b, bool exposed)
+{
+  if (exposed)
+    COUNT (BC_EXPOSED, b->len);
+  if (b->bounce && exposed)
+    gm_pool_quarantine (pool, b->addr, b->len);
+  else if (b->bounce)
     gm_pool_put (pool, b->addr, b->len);
   else if (b->ent >= 0) {
     pthread_mutex_lock (&lock);
-    cache[b->ent].refs--;
+    cache_put (b->ent, exposed);
     pthread_mutex_unlock (&lock);
   }
+  else if (exposed)
+    /* The implicit MR cannot be revoked for one range: every
+     * connection's zero copy uses it.  Only a dead device fails both
+     * qp_error's modify and disconnect, and a dead device reaches no
+     * memory. */
+    nbdkit_error (NAME ": the server may still reach the %" PRIu32
+                  " bytes at %p through the implicit ODP MR", b->len,
+                  b->addr);
   b->bounce = false;
   b->ent = -1;
+}
+
+void
+mem_put (struct buf_ref *b)
+{
+  put (b, false);
+}
+
+void
+mem_put_exposed (struct buf_ref *b)
+{
+  put (b, true);
 }
 
 void

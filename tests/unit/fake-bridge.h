@@ -3,7 +3,8 @@
  * defines struct conn (with its limits in 'lim') and the calls whose
  * behaviour it controls: conn_reserve, conn_unreserve, conn_post,
  * conn_collect, conn_collect_count, conn_credits, conn_ab,
- * mem_max_request and nbdkit_set_error.
+ * mem_max_request and nbdkit_set_error.  mem_put and mem_put_exposed
+ * count their calls.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #ifndef GMBLOCK_FAKE_BRIDGE_H
@@ -38,7 +39,10 @@ mem_get_bounce (uint32_t len, bool wait, struct buf_ref *b)
   return 0;
 }
 
-void mem_put (struct buf_ref *b) { }
+/* Buffers given back, and of them those the server may still reach. */
+static unsigned mem_puts, mem_exposed_puts;
+void mem_put (struct buf_ref *b) { mem_puts++; }
+void mem_put_exposed (struct buf_ref *b) { mem_exposed_puts++; }
 void mem_unload (void) { }
 
 /* What bridge.c and the common library call of nbdkit. */

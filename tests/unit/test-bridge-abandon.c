@@ -114,8 +114,10 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
 }
 
 int
-conn_collect (struct conn *c, int slot)
+conn_collect (struct conn *c, int slot, bool *exposed)
 {
+  if (exposed)
+    *exposed = false;
   int r = next_result;
 
   if (results_at < nresults)
@@ -131,10 +133,11 @@ conn_collect (struct conn *c, int slot)
 }
 
 int
-conn_collect_count (struct conn *c, int slot, uint32_t *count)
+conn_collect_count (struct conn *c, int slot, uint32_t *count,
+                    bool *exposed)
 {
   *count = 0;
-  return conn_collect (c, slot);
+  return conn_collect (c, slot, exposed);
 }
 
 uint32_t

@@ -15,6 +15,9 @@
  *   quit_ends_reconnect  a reconnect after a goodbye (27 tries, about
  *                        30 s, more when each try waits 5 s): after
  *                        quit it must stop trying.
+ *   unfenced_exposes     a break whose QP can be neither moved to
+ *                        error nor disconnected reports the request's
+ *                        buffer exposed.
  */
 #include <pthread.h>
 #include <stdatomic.h>
@@ -44,6 +47,8 @@ void nbdkit_error (const char *fs, ...) { }
 static _Atomic bool nbdkit_quit;
 static _Atomic bool qp_in_error;
 static _Atomic unsigned connect_tries;
+/* A dead device: the QP can be neither moved to error nor disconnected. */
+static _Atomic bool qp_unfenceable;
 
 int
 nbdkit_nanosleep (unsigned sec, unsigned nsec)
@@ -105,6 +110,8 @@ int __real_ibv_modify_qp (struct ibv_qp *, struct ibv_qp_attr *, int);
 int
 __wrap_ibv_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 {
+  if (atomic_load (&qp_unfenceable))
+    return EIO;
   if ((mask & IBV_QP_STATE) && a->qp_state == IBV_QPS_ERR)
     atomic_store (&qp_in_error, true);
   return 0;
@@ -113,6 +120,10 @@ __wrap_ibv_modify_qp (struct ibv_qp *qp, struct ibv_qp_attr *a, int mask)
 int
 __wrap_rdma_disconnect (struct rdma_cm_id *id)
 {
+  if (atomic_load (&qp_unfenceable)) {
+    errno = EIO;
+    return -1;
+  }
   atomic_store (&qp_in_error, true);
   return 0;
 }
@@ -140,6 +151,7 @@ __wrap_rdma_create_event_channel (void)
 
 static struct conn *collected_c;
 static int collected_slot, collected_result;
+static bool collected_exposed;
 static _Atomic bool collected;
 
 static struct ibv_context fctx;
@@ -231,7 +243,8 @@ done_with (struct conn *c)
 static void *
 collector (void *arg)
 {
-  collected_result = conn_collect (collected_c, collected_slot);
+  collected_result = conn_collect (collected_c, collected_slot,
+                                   &collected_exposed);
   atomic_store (&collected, true);
   return NULL;
 }
@@ -301,6 +314,26 @@ timeout_ends_collect (void)
   CHECK (now_ms () - t0 < 3000);
   CHECK_EQ_U64 ((unsigned) collected_result, (unsigned) CONN_TIMEDOUT);
   CHECK (atomic_load (&qp_in_error));
+  CHECK (!collected_exposed);
+  done_with (collected_c);
+}
+
+/* The same break on a dead device: the QP stays as it was, so the
+ * request's buffer must be reported exposed (never lent again). */
+static void
+unfenced_exposes (void)
+{
+  pthread_t t;
+
+  opt_timeout = 1;
+  atomic_store (&qp_unfenceable, true);
+  t = one_in_flight ();
+  pthread_join (t, NULL);
+  opt_timeout = 0;
+  atomic_store (&qp_unfenceable, false);
+  CHECK (collected_result < 0);
+  CHECK (!atomic_load (&qp_in_error));
+  CHECK (collected_exposed);
   done_with (collected_c);
 }
 
@@ -344,6 +377,7 @@ main (int argc, char *argv[])
     { "quit_ends_collect", quit_ends_collect },
     { "quit_ends_reconnect", quit_ends_reconnect },
     { "timeout_ends_collect", timeout_ends_collect },
+    { "unfenced_exposes", unfenced_exposes },
   };
   if (argc == 2 && strcmp (argv[1], "patient_reconnect") == 0) {
     struct conn *c = connected ();      /* control, 30 s: no quit */

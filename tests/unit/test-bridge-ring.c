@@ -28,6 +28,9 @@ struct conn {
 };
 
 static unsigned bad_collects, collects, posts;
+/* The next this many collects: the connection broke with its QP not
+ * fenced (conn.c's exposed). */
+static unsigned exposing;
 
 #include "fake-bridge.h"
 
@@ -66,8 +69,10 @@ conn_post (struct conn *c, int slot, struct gm_rp_request *r,
 }
 
 int
-conn_collect (struct conn *c, int slot)
+conn_collect (struct conn *c, int slot, bool *exposed)
 {
+  if (exposed)
+    *exposed = false;
   collects++;
   if (slot < 0 || slot >= NSLOTS || !c->posted[slot]) {
     fprintf (stderr, "conn_collect of slot %d, which is not in flight "
@@ -78,14 +83,21 @@ conn_collect (struct conn *c, int slot)
   c->posted[slot] = false;
   c->busy[slot] = false;
   c->nbusy--;
+  if (exposing > 0) {
+    exposing--;
+    if (exposed)
+      *exposed = true;
+    return -1;
+  }
   return 0;
 }
 
 int
-conn_collect_count (struct conn *c, int slot, uint32_t *count)
+conn_collect_count (struct conn *c, int slot, uint32_t *count,
+                    bool *exposed)
 {
   *count = 1;
-  return conn_collect (c, slot);
+  return conn_collect (c, slot, exposed);
 }
 
 uint32_t mem_max_request (void) { return 16u << 20; }
@@ -112,8 +124,29 @@ read_129_pieces (void)
   CHECK_EQ_U64 (collects, posts);
 }
 
+/* A connection that broke with its QP neither in error nor
+ * disconnected: the buffers of the pieces it had in flight are never
+ * lent again; the read is sent again and succeeds. */
+static void
+exposed_not_reused (void)
+{
+  static struct conn c;
+  static char buf[4 * 65536];
+
+  c.lim = (struct gm_rp_limits) { .size = 1ull << 30, .min_block = 512,
+                                  .pref_block = 4096, .max_block = 65536,
+                                  .max_request = 65536, .credits = NSLOTS,
+                                  .instance = 1, .version = 5 };
+  exposing = 4;
+  mem_puts = mem_exposed_puts = 0;
+  CHECK (bridge_pread (&c, buf, sizeof buf, 0, 0) == 0);
+  CHECK_EQ_U64 (mem_exposed_puts, 4);
+  CHECK_EQ_U64 (mem_puts, 4);           /* the second try's pieces */
+}
+
 static const struct unit_case cases[] = {
   { "read_129_pieces", read_129_pieces },
+  { "exposed_not_reused", exposed_not_reused },
 };
 
 int
