@@ -441,8 +441,12 @@ run (struct conn *c, uint8_t op, uint16_t flags, char *buf, uint32_t count,
           continue;
         }
         if (mem_get (buf, len, true, &p->b) == -1) {
+          /* max_request fits the pool: only buffers quarantined after
+           * a dead device (mem_put_exposed) leave no run of len. */
+          nbdkit_error (NAME ": no pool buffer of %" PRIu32 " bytes: %m",
+                        len);
           conn_unreserve (c, p->slot);
-          res = EINVAL;         /* cannot happen: max_request fits the pool */
+          res = EIO;
           break;
         }
       }
@@ -788,7 +792,15 @@ extents_once (struct conn *c, uint32_t count, uint64_t offset, bool one,
     len = mem_max_request () / GM_RP_EXTENT_SIZE * GM_RP_EXTENT_SIZE;
   if (mem_get_bounce (len, false, &b) == -1) {
     COUNT (BC_POOL_WAITS, 1);
-    mem_get_bounce (len, true, &b);   /* len fits the pool: it waits */
+    /* len fits the pool: it waits, and fails only when buffers
+     * quarantined after a dead device (mem_put_exposed) leave no run
+     * of len. */
+    if (mem_get_bounce (len, true, &b) == -1) {
+      nbdkit_error (NAME ": BLOCK_STATUS at %" PRIu64 ": no pool buffer "
+                    "of %" PRIu32 " bytes: %m", offset, len);
+      conn_unreserve (c, slot);
+      return EIO;
+    }
   }
   r.addr = (uintptr_t) b.addr;
   r.rkey = b.rkey;
