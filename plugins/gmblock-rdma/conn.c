@@ -972,13 +972,18 @@ overdue (struct conn *c)
  * error first, not sent again.  Without this, a server whose software
  * hangs while its NIC answers the probes held the bridge up for ever.
  * nbdkit_nanosleep (0, 0) says whether nbdkit quits; asked once a
- * second.  Whether it broke.  Called with c->m held.
+ * second, and only with requests in flight: once it sees the quit it
+ * logs "error: aborting sleep because of server shut down", which an
+ * idle connection's clean stop should not.  Whether it broke.  Called
+ * with c->m held.
  */
 static bool
 quitting (struct conn *c)
 {
   uint64_t t = now_ms ();
 
+  if (c->rp.in_use == 0)
+    return false;
   if (c->quit_ms == 0) {
     if (t / 1000 == c->quit_checked)
       return false;
@@ -987,7 +992,7 @@ quitting (struct conn *c)
       return false;
     c->quit_ms = t;
   }
-  if (c->rp.in_use == 0 || t - c->quit_ms < QUIT_GRACE_MS)
+  if (t - c->quit_ms < QUIT_GRACE_MS)
     return false;
   c->shut_down = true;
   broken (c, "nbdkit is shutting down, and requests are still in flight "
