@@ -1,6 +1,6 @@
 #!/bin/sh
 # Install the Debian 12 packages gmblock needs to build, test and benchmark.
-# Usage: scripts/install-deps.sh [build|serve|deb|check|bench|all]   (default: all)
+# Usage: scripts/install-deps.sh [build|serve|deb|check|bench|coverage|all]   (default: all)
 #        scripts/install-deps.sh --list [SET]   print the set's packages
 # Prints what it installs; needs root only when something is missing.
 set -e
@@ -21,8 +21,9 @@ case "${1:-all}" in
     deb)   want="$build $debtools" ;;
     check) want="$check $lab" ;;
     bench) want="$bench" ;;
+    coverage) want="$check gcovr" ;;   # make coverage
     all)   want="$check $lab $bench" ;;
-    *) echo "install-deps: unknown set '$1' (accepted: build, serve, deb, check, bench, all)" >&2; exit 2 ;;
+    *) echo "install-deps: unknown set '$1' (accepted: build, serve, deb, check, bench, coverage, all)" >&2; exit 2 ;;
 esac
 
 if [ -n "$list" ]; then
