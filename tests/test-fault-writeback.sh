@@ -15,7 +15,11 @@
 #     its tail punched out, so the tail's write-back fails (ENOSPC).  A
 #     FUA write elsewhere takes that error: its own failure is ENOSPC,
 #     which the plugin must recognise as a lost write-back (its second
-#     descriptor), not as that write's own problem.
+#     descriptor), not as that write's own problem.  The tail is written
+#     by another process, not through the server: the plugin then has
+#     no unsynced write, so the FUA write is RWF_DSYNC alone (a write
+#     through the server first would make it fdatasync, whose ENOSPC
+#     stops the server without asking the second descriptor).
 #  C. control: a healthy file, FUA writes and flushes succeed, no
 #     fail-stop.
 #  D. a FUA write syncs the writes completed before it that no fdatasync
@@ -44,10 +48,12 @@ def ok(what, f, *a):
         sys.exit("FAIL: %s failed: %s" % (what, e))
     print("%s: ok" % what)
 
-def fails(what, f, *a):
+def fails(what, f, *a, errnum=None):
     try:
         f(*a)
     except nbd.Error as e:
+        if errnum is not None and e.errnum != errnum:
+            sys.exit("FAIL: %s: %s, expected errno %d" % (what, e.string, errnum))
         print("%s: fails as it must: %s" % (what, e.string))
         return
     sys.exit("FAIL: %s succeeded after a lost write-back" % what)
@@ -95,12 +101,23 @@ if mode == "race":
     sys.exit(0)
 
 lost_at, fua_at = {"loop": (8 << 20, 0), "tail": (size - 1000, 0)}[mode]
-# Acknowledged: it sits in the page cache, where its write-back fails.
-ok("write to the unbacked range", h1.pwrite, b"\x33" * 1000, lost_at)
+if mode == "tail":
+    # Another writer of the file (not the server): the plugin has no
+    # write of its own left unsynced, so the FUA write below goes out
+    # as RWF_DSYNC alone (not fdatasync: counter fua_syncs stays 0).
+    import os
+    fd = os.open(sys.argv[3], os.O_WRONLY)
+    os.pwrite(fd, b"\x33" * 1000, lost_at)
+    os.close(fd)
+else:
+    # Acknowledged: it sits in the page cache, where its write-back fails.
+    ok("write to the unbacked range", h1.pwrite, b"\x33" * 1000, lost_at)
 subprocess.run(["sync"])        # the kernel's periodic write-back, now
 if mode == "tail":
+    import errno
     fails("FUA write elsewhere (takes the write-back error)",
-          h2.pwrite, b"\x44" * 4096, fua_at, nbd.CMD_FLAG_FUA)
+          h2.pwrite, b"\x44" * 4096, fua_at, nbd.CMD_FLAG_FUA,
+          errnum=errno.ENOSPC)
 else:
     either("FUA write elsewhere", h2.pwrite, b"\x44" * 4096, fua_at,
            nbd.CMD_FLAG_FUA)
@@ -162,9 +179,13 @@ pb=$(filefrag -v "$T/mnt/f.img" | awk '/eof/ { print $4 }' | tr -d .)
 fallocate -p -o $((pb * 4096)) -l 4096 "$T/tmB/back.img"
 dd if=/dev/zero of="$T/tmB/fill" bs=4K status=none 2>/dev/null || true
 start_server tail gmblock file="$T/mnt/f.img" stats="$T/tail.stats"
-client tail tail || fail "B: the server reported a lost write-back as durable"
+client tail tail "$T/mnt/f.img" || fail "B: the server reported a lost write-back as durable"
 stop_server tail
 expect_stop tail 1
+v=$(counter "$T/tail.stats" fua_syncs)
+[[ $v == 0 ]] || fail "B: fua_syncs is '$v': the FUA write went through fdatasync, not RWF_DSYNC"
+grep -q "FUA write failed (No space left on device)" "$T/tail.log" ||
+    { cat "$T/tail.log" >&2; fail "B: the FUA write's ENOSPC did not put the server in fail-stop"; }
 
 # C. Control: a healthy file.
 randfile "$T/ok.img" $((4 * 1024 * 1024))
