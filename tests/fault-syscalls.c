@@ -13,6 +13,10 @@
  *                   Linux reports a lost write-back once per open file
  *   dsync-eio       a pwritev2 with RWF_DSYNC waits 1 s, then fails with
  *                   EIO without writing
+ *   dsync-enospc    a pwritev2 with RWF_DSYNC fails with ENOSPC without
+ *                   writing (its own failure, or a lost write-back that
+ *                   was not EIO: the plugin must ask its second
+ *                   descriptor)
  *   pwrite-eio      holds "LO HI": a pwritev2 touching [LO, HI) fails
  *                   with EIO without writing
  *   pread-slow      holds "LO HI": a preadv2 touching [LO, HI) returns
@@ -32,7 +36,8 @@
  * Every call of these (on a descriptor of the served file or not) is
  * logged to DIR/log as it returns: "fdatasync", "write OFF LEN" with
  * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
- * "pread OFF LEN", and "EIO"/"EFAULT"/"slow" after what was injected;
+ * "pread OFF LEN", and "EIO"/"ENOSPC"/"EFAULT"/"slow" after what was
+ * injected;
  * "statx dio_mem_align N -> 4096" and "misaligned read|write OFF LEN
  * EINVAL" for mem-align-4096.
  * SPDX-License-Identifier: BSD-3-Clause
@@ -210,6 +215,11 @@ pwritev2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
     sleep (1);
     say ("write %jd %zu%s EIO", (intmax_t) off, len, dsync);
     errno = EIO;
+    return -1;
+  }
+  if ((flags & RWF_DSYNC) && on ("dsync-enospc")) {
+    say ("write %jd %zu%s ENOSPC", (intmax_t) off, len, dsync);
+    errno = ENOSPC;
     return -1;
   }
   if (misaligned (fd, iov, n)) {
