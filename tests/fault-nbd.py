@@ -13,6 +13,27 @@ import nbd
 TIMEOUT = float(os.environ.get("FAULT_TIMEOUT", "20"))   # seconds per call
 
 
+# The flag folder of tests/fault-syscalls.c (FAULT_DIR): a script that
+# uses fault() or shim_log() sets it.
+FAULTS = None
+
+
+def fault(name, on=True, text=""):
+    """Turn the shim's fault NAME on (its file, holding text) or off."""
+    p = os.path.join(FAULTS, name)
+    if on:
+        with open(p, "w") as f:
+            f.write(text)
+    else:
+        os.unlink(p)
+
+
+def shim_log():
+    """The shim's log so far, one call a line."""
+    with open(os.path.join(FAULTS, "log")) as f:
+        return f.read().split("\n")[:-1]
+
+
 def die(msg):
     print("FAIL: " + msg, file=sys.stderr)
     sys.exit(1)

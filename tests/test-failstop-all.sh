@@ -34,16 +34,9 @@ serve () {
 client () {
     /usr/bin/python3 "$top/tests/fault-nbd.py" - "$(uri "$1")" "$T/faults" "$2" <<'PY'
 import threading
-uri, faults, case = sys.argv[1], sys.argv[2], sys.argv[3]
+uri, FAULTS, case = sys.argv[1], sys.argv[2], sys.argv[3]
 h1, h2 = connect(uri, strict=0), connect(uri, strict=0)   # unaligned too
 EIO = (errno.EIO,)
-
-def fault(name, on=True):
-    p = os.path.join(faults, name)
-    if on:
-        open(p, "w").close()
-    else:
-        os.unlink(p)
 
 def racing(first, meanwhile):
     """first() on h1 takes the error and is slow to publish it; a flush

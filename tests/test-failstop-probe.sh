@@ -30,20 +30,10 @@ for case in own lost; do
         start_server "$case" gmblock file="$T/$case.img" ring=none stats="$T/$case.stats"
     /usr/bin/python3 "$top/tests/fault-nbd.py" - "$(uri "$case")" "$T/faults" \
         "$case" "$T/disk.img" "$T/$case.want" <<'PY' || fail "$case: wrong outcome"
-uri, faults, case, orig, want_file = sys.argv[1:6]
+uri, FAULTS, case, orig, want_file = sys.argv[1:6]
 want = bytearray(open(orig, "rb").read())
 h = connect(uri)
 EIO, ENOSPC, FUA = (errno.EIO,), (errno.ENOSPC,), nbd.CMD_FLAG_FUA
-
-def fault(name, on=True):
-    p = os.path.join(faults, name)
-    if on:
-        open(p, "w").close()
-    else:
-        os.unlink(p)
-
-def log():
-    return open(os.path.join(faults, "log")).read().split("\n")[:-1]
 
 def same(off, n):
     if expect_ok(h, "pread", n, off) != want[off:off + n]:
@@ -56,7 +46,7 @@ expect_err(h, "pwrite", b"\x22" * 4096, 8192, errnos=ENOSPC, flags=FUA)
 fault("dsync-enospc", False)
 if case == "lost":
     fault("fdatasync-eio", False)        # the disk works again
-calls = [l for l in log() if l.startswith(("write", "fdatasync"))]
+calls = [l for l in shim_log() if l.startswith(("write", "fdatasync"))]
 probe = "fdatasync EIO" if case == "lost" else "fdatasync"
 if calls != ["write 8192 4096 dsync ENOSPC", probe]:
     die("%s: calls %s, expected the RWF_DSYNC write, then %r" % (case, calls, probe))

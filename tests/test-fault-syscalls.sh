@@ -25,18 +25,11 @@ randfile disk.img $size
 FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so \
     start_server s gmblock file="$T/disk.img" ring=none pool-size=1M stats="$T/s.stats"
 /usr/bin/python3 "$top/tests/fault-nbd.py" - "$(uri s)" "$T/faults" "$T/disk.img" <<'PY' || fail "a failure was answered as success"
-uri, faults, disk = sys.argv[1], sys.argv[2], sys.argv[3]
+uri, FAULTS, disk = sys.argv[1], sys.argv[2], sys.argv[3]
 h = connect(uri, strict=0)                      # unaligned too
 M = 1 << 20
 size = h.get_size()
 EIO = (errno.EIO,)
-
-def fault(name, text=""):
-    with open(os.path.join(faults, name), "w") as f:
-        f.write(text)
-
-def clear(name):
-    os.unlink(os.path.join(faults, name))
 
 def works(off, n=4096):
     d = os.urandom(n)
@@ -45,25 +38,25 @@ def works(off, n=4096):
         die("write at %d reads back wrong" % off)
 
 # 1. The first of four batches fails.
-fault("pwrite-eio", "65536 69632")
+fault("pwrite-eio", text="65536 69632")
 expect_err(h, "pwrite", os.urandom(M), 1, errnos=EIO)
 expect_err(h, "pwrite", os.urandom(M + 4096), 0, errnos=EIO)
-clear("pwrite-eio")
+fault("pwrite-eio", False)
 works(1, M)
-fault("pread-eio", "65536 69632")
+fault("pread-eio", text="65536 69632")
 expect_err(h, "pread", M, 1, errnos=EIO)
 expect_err(h, "pread", M + 4096, 0, errnos=EIO)
-clear("pread-eio")
+fault("pread-eio", False)
 expect_ok(h, "pread", M, 1)
 print("--- 1: a read or write whose first batch fails fails")
 
 # 2. The buffered tail.
-fault("pwrite-eio", "%d %d" % (4 * M + 100, 4 * M + 200))
+fault("pwrite-eio", text="%d %d" % (4 * M + 100, 4 * M + 200))
 expect_err(h, "pwrite", os.urandom(500), 4 * M + 50, errnos=EIO)
 expect_err(h, "pwrite", os.urandom(4596), 4 * M - 4096, errnos=EIO)
 expect_err(h, "pwrite", os.urandom(1000), size - 1000, errnos=EIO,
            flags=nbd.CMD_FLAG_FUA)
-clear("pwrite-eio")
+fault("pwrite-eio", False)
 works(4 * M - 4096, 5096)
 print("--- 2: a failed write of the buffered tail fails")
 
@@ -72,7 +65,7 @@ fault("fallocate-eio")
 for fl in (0, nbd.CMD_FLAG_NO_HOLE, nbd.CMD_FLAG_FUA):
     expect_err(h, "zero", 65536, M, errnos=EIO, flags=fl)
     expect_err(h, "zero", 5000, 2 * M + 3, errnos=EIO, flags=fl)
-clear("fallocate-eio")
+fault("fallocate-eio", False)
 expect_ok(h, "zero", 65536, M)
 if expect_ok(h, "pread", 65536, M) != bytes(65536):
     die("zero does not read back as zeros")
