@@ -8,7 +8,10 @@
 #     first batch's bytes unread);
 #  2. a write into the buffered tail of an odd-sized file (its last 64K
 #     go through the page cache, another descriptor) that fails, alone
-#     or after an O_DIRECT part that succeeded: it must fail;
+#     or after an O_DIRECT part that succeeded: it must fail; so must a
+#     read of the tail that fails, alone or with an O_DIRECT part,
+#     while reads beside it (O_DIRECT, and the tail's other bytes) get
+#     the file's bytes;
 #  3. a zero whose fallocate fails with EIO (plain, NO_HOLE, FUA): it
 #     must fail, not be answered as zeroed;
 #  4. a file that shrank underneath the server: a read past its new end
@@ -58,7 +61,19 @@ expect_err(h, "pwrite", os.urandom(1000), size - 1000, errnos=EIO,
            flags=nbd.CMD_FLAG_FUA)
 fault("pwrite-eio", False)
 works(4 * M - 4096, 5096)
-print("--- 2: a failed write of the buffered tail fails")
+fault("pread-eio", text="%d %d" % (4 * M + 100, 4 * M + 200))
+for n, off in ((100, 4 * M + 150), (1000, 4 * M), (4596, 4 * M - 4096),
+               (M + 1000, 3 * M)):
+    expect_err(h, "pread", n, off, errnos=EIO)
+want = open(disk, "rb").read()
+for n, off in ((4096, 4 * M - 4096), (100, 4 * M + 500), (300, size - 300),
+               (M, 0)):
+    if expect_ok(h, "pread", n, off) != want[off:off + n]:
+        die("pread(%d, %d) beside a failing tail read: wrong data" % (n, off))
+fault("pread-eio", False)
+if expect_ok(h, "pread", 8192, size - 8192) != want[-8192:]:
+    die("the tail reads back wrong once it reads again")
+print("--- 2: a failed write or read of the buffered tail fails")
 
 # 3. fallocate fails.
 fault("fallocate-eio")
