@@ -24,6 +24,8 @@
  *   pread-eio       holds "LO HI": a preadv2 touching [LO, HI) fails
  *                   with EIO
  *   fallocate-eio   fallocate fails with EIO
+ *   blkdiscard-eio  ioctl BLKDISCARD fails with EIO
+ *   blkdiscard-eopnotsupp  ioctl BLKDISCARD fails with EOPNOTSUPP
  *   pread-efault    pread (not preadv2) on an O_DIRECT descriptor fails
  *                   with EFAULT, as a DMA into memory the disk cannot
  *                   reach does (the plugin's probe of buffer=bar)
@@ -36,8 +38,8 @@
  * Every call of these (on a descriptor of the served file or not) is
  * logged to DIR/log as it returns: "fdatasync", "write OFF LEN" with
  * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
- * "pread OFF LEN", and "EIO"/"ENOSPC"/"EFAULT"/"slow" after what was
- * injected;
+ * "pread OFF LEN", "blkdiscard OFF LEN", and
+ * "EIO"/"ENOSPC"/"EOPNOTSUPP"/"EFAULT"/"slow" after what was injected;
  * "statx dio_mem_align N -> 4096" and "misaligned read|write OFF LEN
  * EINVAL" for mem-align-4096.
  * SPDX-License-Identifier: BSD-3-Clause
@@ -55,6 +57,7 @@
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
+#include <linux/fs.h>
 #include <linux/stat.h>
 
 #define MEM_ALIGN 4096
@@ -299,4 +302,34 @@ pread (int fd, void *buf, size_t len, off_t off)
     real = dlsym (RTLD_NEXT, "pread");
   say ("pread %jd %zu", (intmax_t) off, len);
   return real (fd, buf, len, off);
+}
+
+/* ioctl's third argument, if any, is one pointer or integer: forwarded
+ * as a pointer. */
+int
+ioctl (int fd, unsigned long req, ...)
+{
+  static int (*real) (int, unsigned long, ...);
+  va_list ap;
+  void *arg;
+
+  va_start (ap, req);
+  arg = va_arg (ap, void *);
+  va_end (ap);
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "ioctl");
+  if (req == BLKDISCARD) {
+    const uint64_t *range = arg;
+    int err = on ("blkdiscard-eio") ? EIO
+      : on ("blkdiscard-eopnotsupp") ? EOPNOTSUPP : 0;
+
+    if (err) {
+      say ("blkdiscard %" PRIu64 " %" PRIu64 " %s", range[0], range[1],
+           err == EIO ? "EIO" : "EOPNOTSUPP");
+      errno = err;
+      return -1;
+    }
+    say ("blkdiscard %" PRIu64 " %" PRIu64, range[0], range[1]);
+  }
+  return real (fd, req, arg);
 }
