@@ -297,6 +297,17 @@ fault_shim () {
     mkdir -p "$T/faults"
 }
 
+# serve_faults NAME FILE [plugin args...]: gmblock on FILE as server NAME
+# under the fault shim (fault_shim first), every fault off and its log
+# empty, ring=none (the plugin's own system calls), counters in
+# $T/NAME.stats.
+serve_faults () {
+    local name=$1 file=$2; shift 2
+    rm -f "$T"/faults/*
+    FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_server "$name" \
+        gmblock file="$file" ring=none stats="$T/$name.stats" "$@"
+}
+
 # cache_over_faults MODE: serve a 4M file through gmblock-cache in MODE
 # on server MODE, nbdkit's file plugin below with the fault shim
 # (fault_shim first; faults in $T/faults, counters in $T/MODE.stats).

@@ -22,13 +22,6 @@ require cmp
 cd "$T"
 fault_shim
 
-# serve NAME [nbdkit options...]: gmblock on disk.img under the shim.
-serve () {
-    local name=$1; shift
-    rm -f faults/*
-    FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so \
-        start_server "$name" "$@" gmblock file="$T/disk.img" ring=none stats="$T/$name.stats"
-}
 
 # client NAME CASE: the case's requests (fault-nbd.py: a hung server fails).
 client () {
@@ -95,7 +88,7 @@ PY
 }
 
 truncate -s 4M disk.img
-serve all
+serve_faults all "$T/disk.img"
 client all all || fail "1: a request succeeded after fail-stop"
 stop_server all
 [[ $(counter "$T/all.stats" fail_stop) == 1 ]] ||
@@ -107,12 +100,12 @@ grep -q "acknowledged data may be lost" "$T/all.log" ||
 head -c 65536 /dev/zero | tr '\0' '\021' | cmp - <(head -c 65536 disk.img) ||
     fail "1: the acknowledged write is not intact in the file"
 
-serve dsync
+serve_faults dsync "$T/disk.img"
 client dsync dsync || fail "2: a flush answered while a FUA write held the error"
 stop_server dsync
 grep -q "FUA write" "$T/dsync.log" || { cat "$T/dsync.log" >&2; fail "2: fail-stop does not name the FUA write"; }
 
-serve flushes -D gmblock.failstop_delay_ms=1500
+serve_faults flushes "$T/disk.img" -D gmblock.failstop_delay_ms=1500
 client flushes flushes || fail "3: a flush answered while another held the error"
 stop_server flushes
 info "fail-stop refuses every write, trim, zero and flush, and no flush slips past the one that took the error"

@@ -25,9 +25,7 @@ M=1048576
 randfile disk.img $((4 * M))
 for case in own lost; do
     cp disk.img "$case.img"
-    rm -f faults/*
-    FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so \
-        start_server "$case" gmblock file="$T/$case.img" ring=none stats="$T/$case.stats"
+    serve_faults "$case" "$T/$case.img"
     /usr/bin/python3 "$top/tests/fault-nbd.py" - "$(uri "$case")" "$T/faults" \
         "$case" "$T/disk.img" "$T/$case.want" <<'PY' || fail "$case: wrong outcome"
 uri, FAULTS, case, orig, want_file = sys.argv[1:6]

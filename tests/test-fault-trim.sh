@@ -19,7 +19,6 @@
 #            leave the data; a working BLKDISCARD zeroes it.
 # The shim's log shows which calls each trim made.
 . "$(dirname "$0")/functions.sh"
-require cmp
 cd "$T"
 fault_shim
 
@@ -30,9 +29,7 @@ randfile orig.img $((4 * M))
 # client's CASE, stop; the counters are in CASE.stats.
 trim_case () {
     local case=$1 file=$2; shift 2
-    rm -f faults/*
-    FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so \
-        start_server "$case" gmblock file="$file" ring=none stats="$T/$case.stats" "$@"
+    serve_faults "$case" "$file" "$@"
     /usr/bin/python3 "$top/tests/fault-nbd.py" - "$(uri "$case")" "$T/faults" \
         "$case" "$T/orig.img" <<'PY' || fail "$case: wrong outcome"
 uri, FAULTS, case, orig = sys.argv[1:5]
