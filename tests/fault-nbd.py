@@ -39,10 +39,13 @@ def die(msg):
     sys.exit(1)
 
 
-def connect(uri, strict=None):
+def connect(uri, strict=None, allocation=False):
+    """allocation: ask for base:allocation (block_status)."""
     h = nbd.NBD()
     if strict is not None:
         h.set_strict_mode(strict)
+    if allocation:
+        h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
     h.connect_uri(uri)
     return h
 
@@ -64,8 +67,19 @@ def _wait(h, cookie, what):
 
 def call(h, op, *args, flags=0):
     """pread(count, off) -> bytes; pwrite(data, off); zero, trim,
-    cache (count, off); flush().  Raises nbd.Error on an NBD error."""
+    cache (count, off); flush(); block_status(count, off) -> the
+    base:allocation extents [(length, flags)...].  Raises nbd.Error on
+    an NBD error."""
     what = _desc(op, args)
+    if op == "block_status":
+        got = []
+
+        def cb(meta, off, entries, err):
+            if meta == nbd.CONTEXT_BASE_ALLOCATION:
+                got.extend(zip(entries[0::2], entries[1::2]))
+            return 0
+        _wait(h, h.aio_block_status(args[0], args[1], cb, flags=flags), what)
+        return got
     if op == "pread":
         buf = nbd.Buffer(args[0])
         _wait(h, h.aio_pread(buf, args[1], flags=flags), what)

@@ -24,6 +24,8 @@
  *   pread-eio       holds "LO HI": a preadv2 touching [LO, HI) fails
  *                   with EIO
  *   fallocate-eio   fallocate fails with EIO
+ *   seek-data-eio   lseek with SEEK_DATA fails with EIO
+ *   seek-hole-eio   lseek with SEEK_HOLE fails with EIO
  *   blkdiscard-eio  ioctl BLKDISCARD fails with EIO
  *   blkdiscard-eopnotsupp  ioctl BLKDISCARD fails with EOPNOTSUPP
  *   pread-efault    pread (not preadv2) on an O_DIRECT descriptor fails
@@ -38,7 +40,8 @@
  * Every call of these (on a descriptor of the served file or not) is
  * logged to DIR/log as it returns: "fdatasync", "write OFF LEN" with
  * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
- * "pread OFF LEN", "blkdiscard OFF LEN", and
+ * "pread OFF LEN", "seek data|hole OFF" (lseek's SEEK_DATA and
+ * SEEK_HOLE only), "blkdiscard OFF LEN", and
  * "EIO"/"ENOSPC"/"EOPNOTSUPP"/"EFAULT"/"slow" after what was injected;
  * "statx dio_mem_align N -> 4096" and "misaligned read|write OFF LEN
  * EINVAL" for mem-align-4096.
@@ -302,6 +305,25 @@ pread (int fd, void *buf, size_t len, off_t off)
     real = dlsym (RTLD_NEXT, "pread");
   say ("pread %jd %zu", (intmax_t) off, len);
   return real (fd, buf, len, off);
+}
+
+off_t
+lseek (int fd, off_t off, int whence)
+{
+  static off_t (*real) (int, off_t, int);
+  const char *w = whence == SEEK_DATA ? "data" : "hole";
+
+  if (real == NULL)
+    real = dlsym (RTLD_NEXT, "lseek");
+  if (whence != SEEK_DATA && whence != SEEK_HOLE)
+    return real (fd, off, whence);
+  if (on (whence == SEEK_DATA ? "seek-data-eio" : "seek-hole-eio")) {
+    say ("seek %s %jd EIO", w, (intmax_t) off);
+    errno = EIO;
+    return -1;
+  }
+  say ("seek %s %jd", w, (intmax_t) off);
+  return real (fd, off, whence);
 }
 
 /* ioctl's third argument, if any, is one pointer or integer: forwarded
