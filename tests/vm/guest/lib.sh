@@ -5,6 +5,11 @@ set -u -o pipefail
 
 LAB_OUT=/run/lab/out
 LAB_RUN=/run/lab
+# LAB_COVERAGE=1 (scripts/coverage.sh --lab): the tree is read-only
+# here, so the modules' gcov counters go to the run's out/gcov/.
+if [ -n "${LAB_COVERAGE:-}" ]; then
+    export GCOV_PREFIX=$LAB_OUT/gcov GCOV_PREFIX_STRIP=0
+fi
 MNT=$LAB_RUN/mnt
 mkdir -p "$MNT"
 
