@@ -327,7 +327,9 @@ gm_stats_ready (struct gm_stats_out *s)
   if (s->path && claim_path (s) == -1)
     return -1;
   if (s->path && gm_probe_file_atomic (s->path) == -1) {
-    s->error ("%s: %s=%s: %m", s->prefix, s->option, s->path);
+    s->error ("%s: %s=%s: %m (expected a file the server can write its "
+              "counters to, in a folder where it can make files)",
+              s->prefix, s->option, s->path);
     return -1;
   }
   return 0;

@@ -25,6 +25,14 @@ start_server ok_1G gmblock "$f" pool-size=1G direct=false
 stop_server ok_1G
 
 start_fails huge 'gmblock:' 'hugepages=maybe' 'auto, on or off' -- gmblock "$f" hugepages=maybe
+start_fails ring 'gmblock:' 'ring=bogus' 'per-thread, shared or none' -- gmblock "$f" ring=bogus
+for v in bar:zz:00.0:0 bar:0000 bar:; do
+    start_fails "buffer_${v//[:.]/_}" 'gmblock:' "buffer=$v" 'bar:BDF:N, where BDF is a PCI address' \
+        -- gmblock "$f" "buffer=$v"
+done
+mkdir "$T/statsdir"
+start_fails stats_dir 'gmblock:' "stats=$T/statsdir" 'Is a directory' 'expected a file' \
+    -- gmblock "$f" stats="$T/statsdir"
 start_fails discard 'gmblock:' 'discard=sometimes' 'unmap or ignore' -- gmblock "$f" discard=sometimes
 start_fails direct 'gmblock:' 'direct=perhaps' 'true.*false' -- gmblock "$f" direct=perhaps
 start_fails direct_empty 'gmblock:' 'direct=' 'true.*false' -- gmblock "$f" direct=
