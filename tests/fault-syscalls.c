@@ -37,6 +37,10 @@
  *                   dio_mem_align 4096, and preadv2/pwritev2 on an
  *                   O_DIRECT descriptor fail with EINVAL when a buffer
  *                   does not start on 4096
+ *   dio-none        statx reports dio_offset_align 0: the filesystem
+ *                   does not do O_DIRECT (though the open succeeded)
+ *   dio-offset-128k statx reports dio_offset_align 131072, more than
+ *                   the plugin takes
  * Every call of these (on a descriptor of the served file or not) is
  * logged to DIR/log as it returns: "fdatasync", "write OFF LEN" with
  * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
@@ -44,7 +48,8 @@
  * SEEK_HOLE only), "blkdiscard OFF LEN", and
  * "EIO"/"ENOSPC"/"EOPNOTSUPP"/"EFAULT"/"slow" after what was injected;
  * "statx dio_mem_align N -> 4096" and "misaligned read|write OFF LEN
- * EINVAL" for mem-align-4096.
+ * EINVAL" for mem-align-4096, "statx dio_offset_align N -> M" for
+ * dio-none and dio-offset-128k.
  * SPDX-License-Identifier: BSD-3-Clause
  */
 #define _GNU_SOURCE
@@ -53,6 +58,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -168,13 +174,18 @@ syscall (long nr, ...)
   if (real == NULL)
     real = dlsym (RTLD_NEXT, "syscall");
   r = real (nr, a[0], a[1], a[2], a[3], a[4], a[5]);
-  if (nr == SYS_statx && r == 0 && on ("mem-align-4096")) {
+  if (nr == SYS_statx && r == 0) {
     struct statx *stx = (struct statx *) a[4];
+    bool dio = stx->stx_mask & STATX_DIOALIGN;
 
-    if ((stx->stx_mask & STATX_DIOALIGN) &&
-        stx->stx_dio_mem_align < MEM_ALIGN) {
+    if (dio && on ("mem-align-4096") && stx->stx_dio_mem_align < MEM_ALIGN) {
       say ("statx dio_mem_align %u -> %d", stx->stx_dio_mem_align, MEM_ALIGN);
       stx->stx_dio_mem_align = MEM_ALIGN;
+    }
+    if (dio && (on ("dio-none") || on ("dio-offset-128k"))) {
+      unsigned to = on ("dio-none") ? 0 : 131072;
+      say ("statx dio_offset_align %u -> %u", stx->stx_dio_offset_align, to);
+      stx->stx_dio_offset_align = to;
     }
   }
   return r;

@@ -52,3 +52,24 @@ grep -q 'statx dio_mem_align' faults/log ||
     fail "statx was not rewritten (shim not preloaded?): no test"
 [[ $(counter "$T/m.stats" rmw_bytes) -gt 0 ]] || fail "no read-modify-write: no test"
 info "ok: unaligned writes on a disk with 4096-byte DMA alignment and 512-byte blocks"
+
+# What statx says the file cannot do is refused at start-up, saying so
+# and what to use instead: no O_DIRECT at all, or an offset alignment
+# above 64K.
+rm -f faults/*
+touch faults/dio-none
+FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_fails dio_none 'gmblock:' \
+    'the filesystem does not support O_DIRECT' 'use direct=false' -- gmblock file="$T/disk.img"
+rm -f faults/dio-none
+touch faults/dio-offset-128k
+FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_fails dio_128k 'gmblock:' \
+    'unsupported O_DIRECT alignment .offset 131072,' 'use direct=false' -- gmblock file="$T/disk.img"
+grep -q 'statx dio_offset_align .* -> 131072' faults/log || fail "statx was not rewritten: no test"
+# direct=false serves such a file.
+rm -f faults/*
+touch faults/dio-none
+FAULT_DIR=$T/faults LD_PRELOAD=$T/fault.so start_server buffered gmblock file="$T/disk.img" direct=false
+nbdcopy "$(uri buffered)" "$T/copy.img" || fail "direct=false did not serve the file"
+stop_server buffered
+cmp disk.img copy.img || fail "direct=false served other bytes"
+info "ok: a file without O_DIRECT, or with a 128K offset alignment, is refused; direct=false serves it"
