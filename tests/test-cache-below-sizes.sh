@@ -89,3 +89,9 @@ start_fails bs4 'gmblock-cache: cache-block-size=4K is smaller than the smallest
     -- --filter=gmblock-cache --filter=blocksize-policy file "$T/bad.img" \
     cache-block-size=4K blocksize-minimum=16384 blocksize-preferred=16384 \
     blocksize-maximum=1M blocksize-error-policy=error
+# A layer below that takes less than the cache's smallest block: no
+# block size fits, and the default one is not forced on it.
+start_fails bs2k 'gmblock-cache: the layer below takes requests of 2K at most: the cache needs blocks of 4K at least' \
+    -- --filter=gmblock-cache --filter=blocksize-policy file "$T/bad.img" \
+    blocksize-minimum=512 blocksize-preferred=512 blocksize-maximum=2048 \
+    blocksize-error-policy=error
