@@ -37,6 +37,12 @@
  *                   dio_mem_align 4096, and preadv2/pwritev2 on an
  *                   O_DIRECT descriptor fail with EINVAL when a buffer
  *                   does not start on 4096
+ *   rw-short        a preadv2/pwritev2 of more than 4K (one iovec)
+ *                   moves only its first half, rounded down to 4K, and
+ *                   returns that count, as the kernel may
+ *   rw-eintr        every other preadv2/pwritev2 fails with EINTR
+ *                   before doing anything
+ *   write-zero      a pwritev2 writes nothing and returns 0
  *   dio-none        statx reports dio_offset_align 0: the filesystem
  *                   does not do O_DIRECT (though the open succeeded)
  *   dio-offset-128k statx reports dio_offset_align 131072, more than
@@ -46,7 +52,8 @@
  * " dsync" for RWF_DSYNC, "read OFF LEN", "fallocate MODE OFF LEN",
  * "pread OFF LEN", "seek data|hole OFF" (lseek's SEEK_DATA and
  * SEEK_HOLE only), "blkdiscard OFF LEN", and
- * "EIO"/"ENOSPC"/"EOPNOTSUPP"/"EFAULT"/"slow" after what was injected;
+ * "EIO"/"ENOSPC"/"EOPNOTSUPP"/"EFAULT"/"slow"/"EINTR"/"zero"/"short N"
+ * after what was injected;
  * "statx dio_mem_align N -> 4096" and "misaligned read|write OFF LEN
  * EINVAL" for mem-align-4096, "statx dio_offset_align N -> M" for
  * dio-none and dio-offset-128k.
@@ -58,6 +65,7 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -220,6 +228,25 @@ fdatasync (int fd)
   return r;
 }
 
+/* rw-eintr: whether this call is one of every other one to fail. */
+static int
+eintr_now (void)
+{
+  static _Atomic unsigned calls;
+
+  return on ("rw-eintr") && calls++ % 2 == 0;
+}
+
+/* rw-short: the length to move of a one-iovec transfer of len bytes,
+ * or len. */
+static size_t
+short_len (int n, size_t len)
+{
+  if (n != 1 || len <= 4096 || !on ("rw-short"))
+    return len;
+  return len / 2 / 4096 * 4096;
+}
+
 ssize_t
 pwritev2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
 {
@@ -249,8 +276,23 @@ pwritev2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
     errno = EIO;
     return -1;
   }
+  if (eintr_now ()) {
+    say ("write %jd %zu%s EINTR", (intmax_t) off, len, dsync);
+    errno = EINTR;
+    return -1;
+  }
+  if (on ("write-zero")) {
+    say ("write %jd %zu%s zero", (intmax_t) off, len, dsync);
+    return 0;
+  }
   if (real == NULL)
     real = dlsym (RTLD_NEXT, "pwritev2");
+  if (short_len (n, len) < len) {
+    struct iovec half = { iov[0].iov_base, short_len (n, len) };
+    r = real (fd, &half, 1, off, flags);
+    say ("write %jd %zu%s short %zd", (intmax_t) off, len, dsync, r);
+    return r;
+  }
   r = real (fd, iov, n, off, flags);
   say ("write %jd %zu%s", (intmax_t) off, len, dsync);
   return r;
@@ -273,8 +315,19 @@ preadv2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
     errno = EIO;
     return -1;
   }
+  if (eintr_now ()) {
+    say ("read %jd %zu EINTR", (intmax_t) off, len);
+    errno = EINTR;
+    return -1;
+  }
   if (real == NULL)
     real = dlsym (RTLD_NEXT, "preadv2");
+  if (short_len (n, len) < len) {
+    struct iovec half = { iov[0].iov_base, short_len (n, len) };
+    r = real (fd, &half, 1, off, flags);
+    say ("read %jd %zu short %zd", (intmax_t) off, len, r);
+    return r;
+  }
   r = real (fd, iov, n, off, flags);
   if (touches ("pread-slow", off, len)) {
     sleep (1);
