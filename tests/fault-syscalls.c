@@ -11,8 +11,10 @@
  *   fdatasync-lost  the next fdatasync takes the file away and fails
  *                   with EIO 1 s later; the ones after it succeed, as
  *                   Linux reports a lost write-back once per open file
- *   dsync-eio       a pwritev2 with RWF_DSYNC waits 1 s, then fails with
- *                   EIO without writing
+ *   dsync-eio       a pwritev2 with RWF_DSYNC waits 1 s (or as many
+ *                   seconds as the file holds), then fails with EIO
+ *                   without writing; "write OFF LEN dsync waiting" is
+ *                   logged as the wait begins
  *   dsync-enospc    a pwritev2 with RWF_DSYNC fails with ENOSPC without
  *                   writing (its own failure, or a lost write-back that
  *                   was not EIO: the plugin must ask its second
@@ -105,6 +107,22 @@ take (const char *name)
   char p[4096];
 
   return path (name, p, sizeof p) && unlink (p) == 0;
+}
+
+/* The number file NAME holds, or dflt. */
+static long
+number_in (const char *name, long dflt)
+{
+  char p[4096];
+  long n;
+  FILE *fp;
+
+  if (path (name, p, sizeof p) == NULL || (fp = fopen (p, "r")) == NULL)
+    return dflt;
+  if (fscanf (fp, "%ld", &n) != 1)
+    n = dflt;
+  fclose (fp);
+  return n;
 }
 
 /* Whether [off, off+len) touches the range in file NAME. */
@@ -256,7 +274,9 @@ pwritev2 (int fd, const struct iovec *iov, int n, off_t off, int flags)
   ssize_t r;
 
   if ((flags & RWF_DSYNC) && on ("dsync-eio")) {
-    sleep (1);
+    unsigned wait = number_in ("dsync-eio", 1);
+    say ("write %jd %zu%s waiting", (intmax_t) off, len, dsync);
+    sleep (wait);
     say ("write %jd %zu%s EIO", (intmax_t) off, len, dsync);
     errno = EIO;
     return -1;
