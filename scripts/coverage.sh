@@ -32,27 +32,52 @@ unbuild() {
     find common plugins filters tests -path tests/vm -prune -o \
         \( -name '*.o' -o -name '*.a' -o -name '*.so' -o -name '*.gcno' \
            -o -name '*.gcda' \) -print0 | xargs -0 rm -f
-    find tests/unit tests/fuzz -maxdepth 1 -type f -executable ! -name '*.*' -delete
+    for c in tests/unit/test-*.c tests/fuzz/fuzz-*.c; do rm -f "${c%.c}"; done
     rm -f gmblock-topology tests/rdma-badclient tests/rdma-badserver
 }
 
-# report OBJDIR OUTDIR
+# report OUTDIR SEARCHDIR...: the counters found under the SEARCHDIRs
+# only (the tree's own build must not count .build-cov's).
 report() {
-    mkdir -p "$2/html"
-    gcovr -r . "$1" -e tests/ --txt "$2/coverage.txt" -s
-    gcovr -r . "$1" -e tests/ -b --txt "$2/coverage-branches.txt" > /dev/null
-    gcovr -r . "$1" -e tests/ --html-details "$2/html/index.html" > /dev/null
-    echo "coverage: $2/coverage.txt, $2/coverage-branches.txt, $2/html/index.html"
+    local out=$1; shift
+    mkdir -p "$out/html"
+    gcovr -r . -e tests/ --txt "$out/coverage.txt" -s "$@"
+    gcovr -r . -e tests/ -b --txt "$out/coverage-branches.txt" "$@" > /dev/null
+    gcovr -r . -e tests/ --html-details "$out/html/index.html" "$@" > /dev/null
+    echo "coverage: $out/coverage.txt, $out/coverage-branches.txt, $out/html/index.html"
+}
+
+# Servers that run as nobody (nbdkit -u) write counters too: they may
+# make files in the build's folders (sticky: not replace others') and
+# update the counter files, nothing else (root loads its modules).
+open_counters() {
+    find "$1" -type d -exec chmod a+rwx,+t {} +
+    find "$1" -name '*.gcda' -exec chmod a+rw {} +
 }
 
 if [[ ${1:-} == --lab ]]; then
     shift
+    if (($#)); then
+        names=("$@")
+    else
+        mapfile -t names < <(cd tests/vm/scenarios && ls -- *.sh | sed 's/\.sh$//')
+    fi
+    # Whatever happens from here (a failed build, Ctrl-C in the lab),
+    # the tree ends built plainly: make tracks no flags, so objects
+    # with counters would stay, and modules linked without --coverage
+    # from them do not load.
+    restore() {
+        unbuild
+        make -j"$(nproc)" all > /dev/null ||
+            echo "coverage: the plain rebuild failed: run make" >&2
+    }
+    trap restore EXIT
     unbuild
     build .
     LAB_COVERAGE=1 LAB_SANITIZE=0 tests/vm/run.sh "$@"
     rc=$?
     runs=()
-    for s in "${@:-$(cd tests/vm/scenarios && ls *.sh | sed 's/\.sh$//')}"; do
+    for s in "${names[@]}"; do
         d=tests/vm/.cache/runs/$s/out/gcov$top
         [[ -d $d ]] && runs+=("$d")
     done
@@ -68,26 +93,23 @@ if [[ ${1:-} == --lab ]]; then
         done
         rm -rf "$merged"
         rm -rf tests/vm/.cache/coverage
-        report . tests/vm/.cache/coverage
+        report tests/vm/.cache/coverage common plugins filters
     else
         echo "coverage: no guest wrote counters" >&2
     fi
-    unbuild
-    make -j"$(nproc)" all > /dev/null
     exit $rc
 fi
 
 B=.build-cov
 rm -rf "$B"
 build "$B"
-# Servers that run as nobody (nbdkit -u) update the counter files too.
-chmod -R a+rwX "$B"
+open_counters "$B"
 GMBLOCK_BUILDDIR=$top/$B tests/run "$@"
 rc=$?
 # A counter file first made by such a server's root parent is 0644:
 # open them all up and run again the tests whose log says one could
 # not be written (libgcov's "profiling: ... Cannot open").
-chmod -R a+rwX "$B"
+open_counters "$B"
 mapfile -t again < <(grep -l "^profiling:.*Cannot open" tests/logs/*.log 2>/dev/null |
                      xargs -r -n1 basename | sed 's/\.log$//')
 if ((${#again[@]})); then

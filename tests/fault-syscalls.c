@@ -39,8 +39,8 @@
  *                   dio_mem_align 4096, and preadv2/pwritev2 on an
  *                   O_DIRECT descriptor fail with EINVAL when a buffer
  *                   does not start on 4096
- *   rw-short        a preadv2/pwritev2 of more than 4K (one iovec)
- *                   moves only its first half, rounded down to 4K, and
+ *   rw-short        a preadv2/pwritev2 of 8K or more (one iovec) moves
+ *                   only its first half, rounded down to 4K, and
  *                   returns that count, as the kernel may
  *   rw-eintr        every other preadv2/pwritev2 fails with EINTR
  *                   before doing anything
@@ -260,9 +260,11 @@ eintr_now (void)
 static size_t
 short_len (int n, size_t len)
 {
-  if (n != 1 || len <= 4096 || !on ("rw-short"))
+  size_t half = len / 2 / 4096 * 4096;   /* O_DIRECT: whole 4K */
+
+  if (n != 1 || half == 0 || !on ("rw-short"))
     return len;
-  return len / 2 / 4096 * 4096;
+  return half;
 }
 
 ssize_t

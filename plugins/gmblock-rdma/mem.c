@@ -311,7 +311,7 @@ cache_put (int ent, bool exposed)
 static void
 put (struct buf_ref *b, bool exposed)
 {
-  if (exposed)
+  if (exposed && (b->bounce || b->ent >= 0))
     COUNT (BC_EXPOSED, b->len);
   if (b->bounce && exposed)
     gm_pool_quarantine (pool, b->addr, b->len);
