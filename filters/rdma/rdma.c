@@ -337,6 +337,15 @@ rdma_get_ready (int thread_model)
 
 /* ---- Accepting and freeing clients (listener thread). */
 
+/* Connection ids in rdma_destroy_id: Linux 6.1's CM can hold it for
+ * tens of seconds for a client that vanished (its DREQ retried, then
+ * time-wait), uninterruptibly, and nothing ends the process before it
+ * returns.  A shutdown that waits for it says so (lab, CI of b16e0ca:
+ * a server 30 s past SIGTERM, its one busy thread in cm_destroy_id,
+ * freeing a client dropped for posting no receives). */
+static _Atomic unsigned destroying;
+#define SLOW_S 10               /* a shutdown phase this long says why */
+
 static void
 client_free (struct client *c)
 {
@@ -347,8 +356,16 @@ client_free (struct client *c)
     c->next->finalize (c->next);
     nbdkit_next_context_close (c->next);
   }
-  if (c->id)
+  if (c->id) {
+    uint64_t t0 = gm_now_ns ();
+    atomic_fetch_add (&destroying, 1);
     rdma_destroy_id (c->id);
+    atomic_fetch_sub (&destroying, 1);
+    if (gm_now_ns () - t0 > SLOW_S * 1000000000ull)
+      nbdkit_debug (NAME ": %s: rdma_destroy_id took %" PRIu64 " s (the "
+                    "kernel's connection manager)", c->peer,
+                    (gm_now_ns () - t0) / 1000000000u);
+  }
   free (c);
 }
 
@@ -792,7 +809,6 @@ before (uint64_t deadline)
 /* A shutdown phase waiting SLOW_S says once what for, so that a server
  * slow to exit (or killed for it) always leaves a reason in its log:
  * twice a server killed 30 s after SIGTERM left none. */
-#define SLOW_S 10
 
 static void
 say_waiting (const char *what, uint64_t since, bool *said)
@@ -995,6 +1011,13 @@ rdma_cleanup (nbdkit_backend *b)
   }
   /* The reaper frees what it has, then ends. */
   if (reaper_started) {
+    unsigned n = atomic_load (&destroying);
+    if (n > 0)
+      nbdkit_error (NAME ": shutdown: waiting for the kernel to release "
+                    "%u connection id%s of clients that left "
+                    "(rdma_destroy_id: Linux's connection manager may hold "
+                    "one for tens of seconds when its client vanished)",
+                    n, n == 1 ? "" : "s");
     pthread_mutex_lock (&dead_lock);
     reaper_stop = true;
     pthread_cond_signal (&dead_cv);
