@@ -136,10 +136,13 @@ $(B)/tests/unit/test-uring-faults: UNIT_LDFLAGS = -Wl,--wrap=io_uring_submit_and
   -Wl,--wrap=io_uring_submit -Wl,--wrap=__io_uring_get_cqe
 $(B)/tests/unit/test-failstop: plugins/gmblock/failstop.c plugins/gmblock/gmblock.h
 $(B)/tests/unit/test-rdma-fence: filters/rdma/fence.c filters/rdma/rdma.h
-$(B)/tests/unit/test-rdma-fence-serve: filters/rdma/fence.c filters/rdma/serve.c filters/rdma/rdma.h
+$(B)/tests/unit/test-rdma-fence-serve: filters/rdma/fence.c filters/rdma/serve.c filters/rdma/disconnect.c filters/rdma/rdma.h
 $(B)/tests/unit/test-rdma-fence-serve: UNIT_LDFLAGS = $(RDMA_LIBS) \
   -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify
 $(B)/tests/unit/test-failstop: UNIT_LDFLAGS = -Wl,--wrap=fdatasync
+$(B)/tests/unit/test-rdma-disconnect: filters/rdma/disconnect.c filters/rdma/rdma.h
+$(B)/tests/unit/test-rdma-disconnect: UNIT_LDFLAGS = $(RDMA_LIBS) \
+  -Wl,--wrap=rdma_disconnect -Wl,--wrap=rdma_notify -Wl,--wrap=ibv_modify_qp
 # Count the waits of the pool and of the range locks (see the tests).
 $(B)/tests/unit/test-pool $(B)/tests/unit/test-rangelock: tests/unit/cond-waits.h
 $(B)/tests/unit/test-pool $(B)/tests/unit/test-rangelock: UNIT_LDFLAGS = -Wl,--wrap=pthread_cond_wait

@@ -134,7 +134,7 @@ fence_named (struct client *c, uint64_t conn_id, uint64_t before,
                   "%s: that one is dropped, and what it has in the storage "
                   "lands first", c->peer, how, conn_id, o->peer);
     gm_rdma_client_ending (o);
-    gm_rdma_disconnect (o->id);
+    gm_rdma_disconnect (o);
     found = true;
   }
   pthread_mutex_unlock (&gm_rdma_clients_lock);

@@ -337,12 +337,13 @@ rdma_get_ready (int thread_model)
 
 /* ---- Accepting and freeing clients (listener thread). */
 
-/* Connection ids in rdma_destroy_id: Linux 6.1's CM can hold it for
- * tens of seconds for a client that vanished (its DREQ retried, then
- * time-wait), uninterruptibly, and nothing ends the process before it
- * returns.  A shutdown that waits for it says so (lab, CI of b16e0ca:
- * a server 30 s past SIGTERM, its one busy thread in cm_destroy_id,
- * freeing a client dropped for posting no receives). */
+/* Connection ids in rdma_destroy_id: Linux's CM holds it while a
+ * message of the connection is still being retried, uninterruptibly,
+ * and nothing ends the process before it returns: a REP left retried
+ * by a DREQ sent too early (disconnect.c) held one for about a minute
+ * (lab, CI of b16e0ca: a server 30 s past SIGTERM, its one busy thread
+ * in cm_destroy_id, after clients dropped on their first request).  A
+ * shutdown that waits for it says so. */
 static _Atomic unsigned destroying;
 #define SLOW_S 10               /* a shutdown phase this long says why */
 
@@ -605,7 +606,7 @@ on_connect_request (struct rdma_cm_id *id, const struct rdma_conn_param *cp)
     goto failed;
   id->context = c;
   if (pthread_create (&c->tid, NULL, gm_rdma_client_run, c))
-    gm_rdma_disconnect (id);
+    gm_rdma_disconnect (c);
   else
     c->thread_started = true;
   pthread_mutex_lock (&gm_rdma_clients_lock);
@@ -749,6 +750,7 @@ listener_run (void *arg)
     if (n == -1 && errno != EINTR)
       break;
     reap_finished (true);
+    gm_rdma_release_held (false);
     if (n <= 0)
       continue;
     if (fds[1].revents)
@@ -778,6 +780,10 @@ listener_run (void *arg)
      * are still there while on_gone looks at them (acked first, a
      * client's second event could find both freed). */
     switch (type) {
+    case RDMA_CM_EVENT_ESTABLISHED:
+      if (id != listen_id && id->context)
+        gm_rdma_established (id->context);
+      break;
     case RDMA_CM_EVENT_DISCONNECTED:
     case RDMA_CM_EVENT_CONNECT_ERROR:
     case RDMA_CM_EVENT_UNREACHABLE:
@@ -869,7 +875,7 @@ say_goodbyes (void)
                     "shutdown: disconnected without a goodbye (they fail)",
                     c->peer, DRAIN_S);
       c->farewell = false;
-      gm_rdma_disconnect (c->id);
+      gm_rdma_disconnect (c);
     }
   }
   for (c = gm_rdma_clients; c; c = c->next_client) {
@@ -982,6 +988,7 @@ rdma_cleanup (nbdkit_backend *b)
       nbdkit_debug (NAME ": wake the listener: %m");
     pthread_join (listener, NULL);
     listener_started = false;
+    gm_rdma_release_held (true);  /* their events will not be read */
   }
   /* No more connects: a client reconnecting after its goodbye is
    * refused at once (and tries again) rather than left unanswered. */
@@ -993,7 +1000,7 @@ rdma_cleanup (nbdkit_backend *b)
   /* Every client first: a worker of one may be waiting for pool memory
    * that another's requests hold until their completions flush. */
   for (struct client *c = gm_rdma_clients; c; c = c->next_client)
-    gm_rdma_disconnect (c->id);
+    gm_rdma_disconnect (c);
   /* Each client is freed once its poller has ended, whichever comes
    * first: a worker of one may be waiting for pool memory that another,
    * already ended, holds until it is freed (a reply that could not be
@@ -1015,8 +1022,8 @@ rdma_cleanup (nbdkit_backend *b)
     if (n > 0)
       nbdkit_error (NAME ": shutdown: waiting for the kernel to release "
                     "%u connection id%s of clients that left "
-                    "(rdma_destroy_id: Linux's connection manager may hold "
-                    "one for tens of seconds when its client vanished)",
+                    "(rdma_destroy_id: Linux's connection manager holds one "
+                    "while a message of its connection is being retried)",
                     n, n == 1 ? "" : "s");
     pthread_mutex_lock (&dead_lock);
     reaper_stop = true;

@@ -127,6 +127,12 @@ struct gm_rdma_deferred {
  * poller finished. */
 enum { GM_FENCE_LIVE, GM_FENCE_ENDING, GM_FENCE_DONE };
 
+/* Where a client's CM handshake is, for a disconnect (disconnect.c):
+ * its ESTABLISHED event not seen yet; seen (or established before a
+ * notice); a disconnect telling the CM it is established; the DREQ
+ * held until that event. */
+enum { CM_WAIT, CM_SEEN, CM_NOTIFYING, CM_HELD };
+
 struct client {
   struct client *next_client;
   struct rdma_cm_id *id;
@@ -142,6 +148,8 @@ struct client {
   _Atomic bool finished;        /* the poller has returned */
   _Atomic int fence;            /* GM_FENCE_*: fence.c */
   uint64_t accepted_ns;         /* set before it is listed: fence.c */
+  _Atomic int cm;               /* CM_*: disconnect.c */
+  _Atomic uint64_t held_ns;     /* when its DREQ was held */
 
   /* Shared by the poller and the workers, under lock. */
   pthread_mutex_t lock;
@@ -168,8 +176,14 @@ struct client {
   int wake_fd;                  /* eventfd: a worker left */
 };
 
+/* disconnect.c: disconnect c (any thread, any number of times); the
+ * listener's ESTABLISHED event for c; the DREQs held too long (all: at
+ * shutdown, every one). */
+void gm_rdma_disconnect (struct client *c);
+void gm_rdma_established (struct client *c);
+void gm_rdma_release_held (bool all);
+
 /* serve.c */
-void gm_rdma_disconnect (struct rdma_cm_id *id);
 struct client *gm_rdma_client_new (void);
 int gm_rdma_client_setup (struct client *c);   /* after accept_hello */
 void *gm_rdma_client_run (void *c);            /* the poller thread */

@@ -958,7 +958,7 @@ gm_rdma_client_run (void *arg)
       deadline = gm_now_ns () + 5000000000ull;
       /* Fenced before the client can see the break (fence.c). */
       gm_rdma_client_ending (c);
-      gm_rdma_disconnect (c->id);
+      gm_rdma_disconnect (c);
     }
     pthread_mutex_lock (&c->lock);
     if (c->running == 0) {
@@ -979,22 +979,6 @@ gm_rdma_client_run (void *arg)
   return NULL;
 }
 
-/* rdma_disconnect, also before the client's RTU has arrived.  A client
- * may send as soon as it sees ESTABLISHED, so its first request can be
- * taken (and found malformed) while the CM here still waits for the
- * RTU: the CM then sends no DREQ (rdma_disconnect says nothing) and
- * the client never learns it was dropped (seen in the lab under load:
- * rdma-malformed bad-op).  A receive is proof of an established
- * connection, as the COMM_EST event it raises would be: tell the CM so
- * first (refused, harmlessly, when it is established already).
- */
-void
-gm_rdma_disconnect (struct rdma_cm_id *id)
-{
-  rdma_notify (id, IBV_EVENT_COMM_EST);
-  rdma_disconnect (id);
-}
-
 /* ---- Shutting down (rdma.c's cleanup thread). */
 
 /* Serve no request received from now on (on_recv ignores them); the
@@ -1012,7 +996,7 @@ gm_rdma_client_drain (struct client *c)
   c->draining = v3;
   pthread_mutex_unlock (&c->lock);
   if (!v3)
-    gm_rdma_disconnect (c->id);
+    gm_rdma_disconnect (c);
   return v3;
 }
 

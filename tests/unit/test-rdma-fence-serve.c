@@ -23,6 +23,7 @@
 
 #include "../../filters/rdma/serve.c"
 #include "../../filters/rdma/fence.c"
+#include "../../filters/rdma/disconnect.c"
 
 struct gm_counter gm_rdma_stats[RC_COUNT];
 struct rdma_settings gm_rdma_set;
@@ -267,7 +268,8 @@ teardown (void)
 }
 
 /* rdma_disconnect and rdma_notify (-Wl,--wrap): the queue pair flushes
- * what is posted from now on, as the poller would make it. */
+ * what is posted from now on, as the poller would make it; the
+ * connections are established (test-rdma-disconnect: before). */
 int __wrap_rdma_disconnect (struct rdma_cm_id *id);
 int __wrap_rdma_notify (struct rdma_cm_id *id, enum ibv_event_type event);
 
@@ -283,7 +285,8 @@ __wrap_rdma_disconnect (struct rdma_cm_id *id)
 int
 __wrap_rdma_notify (struct rdma_cm_id *id, enum ibv_event_type event)
 {
-  return 0;
+  errno = EISCONN;
+  return -1;
 }
 
 /* Queue r as received at t0 (0: now); deferred: as one that came

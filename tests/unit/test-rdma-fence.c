@@ -27,10 +27,10 @@ static struct rdma_cm_id *disconnected[4];
 static unsigned ndisconnected;
 
 void
-gm_rdma_disconnect (struct rdma_cm_id *id)
+gm_rdma_disconnect (struct client *c)
 {
   CHECK (ndisconnected < 4);
-  disconnected[ndisconnected++] = id;
+  disconnected[ndisconnected++] = c->id;
 }
 
 void

@@ -13,8 +13,11 @@
 # checks the other side: a restarted server makes the next FLUSH fail.
 # Then a write held in the server's storage while the network fails: it
 # lands before the ZERO the bridge sends over it after reconnecting.
-# Last, an idle client cut off for good: the server's keepalive probe
-# (rdma-keepalive=) drops it, and its place is free for another.
+# Then an idle client cut off for good: the server's keepalive probe
+# (rdma-keepalive=) drops it, and its place is free for another.  Last,
+# a client whose RTU is lost and whose first request is malformed: it is
+# told it was dropped, and the server's REP is not retried (the server
+# exits at once).
 # Why netem and not 'ip link set down': on 7.3.4 a soft-RoCE port that
 # goes down leaves its QP1 (the CM's queue pair) in the error state for
 # good once a CM message fails to go out, and that device never makes
@@ -130,7 +133,7 @@ step "a write held in the server's storage when the network fails lands before a
 # The server sends nothing while the write sleeps in nbdkit's delay
 # filter, so it learns of the failure only from the bridge's disconnect
 # request (a CM DREQ), which the bridge sends when it reconnects; here
-# that one is lost (dropped on the way: `dreq on`), so the server still
+# that one is lost (dropped on the way: `cm_drop on`), so the server still
 # holds the old connection when the new one comes.  The bridge fails
 # the write (its probe unanswered for 5 s: -D gmblock-rdma.silence_s=5)
 # and, once the network is back, reconnects naming the connection again
@@ -143,16 +146,17 @@ step "a write held in the server's storage when the network fails lands before a
 # requests are lost, the ZERO sent by its successor on the same state
 # file (state=), which names the killed one's connections.
 load sch_prio cls_u32 act_gact
-# dreq on|off: the client's CM disconnect requests dropped on their way
-# to the server, nothing else: RoCEv2 (UDP 4791), the MAD's attribute
-# (offset 64 in the IP packet: IP 20, UDP 8, BTH 12, DETH 8, then the
-# MAD header's attribute ID at 16) DREQ, 0x0015.
-dreq() {
+# cm_drop on|off [ATTR]: the client's CM messages of attribute ATTR
+# (DREQ 0x0015, the default; RTU 0x0014) dropped on their way to the
+# server, nothing else: RoCEv2 (UDP 4791), the MAD's attribute (offset
+# 64 in the IP packet: IP 20, UDP 8, BTH 12, DETH 8, then the MAD
+# header's attribute ID at 16).
+cm_drop() {
     if [ "$1" = on ]; then
         must ip netns exec gmcl tc qdisc add dev gmr1 root handle 1: prio
         must ip netns exec gmcl tc filter add dev gmr1 parent 1: protocol ip \
             prio 1 u32 match ip protocol 17 0xff match ip dport 4791 0xffff \
-            match u16 0x0015 0xffff at 64 action drop
+            match u16 "${2:-0x0015}" 0xffff at 64 action drop
     else
         must ip netns exec gmcl tc qdisc del dev gmr1 root
     fi
@@ -167,7 +171,7 @@ dreq() {
 # since (the bridge names the broken one in an ABANDON first: version
 # 5, clients_abandoned).  killed: the bridge (state=FILE) is killed -9
 # while the kernel's disconnect requests for its connections are lost
-# (`dreq on`, as in a network cut), and a new bridge on the same state
+# (`cm_drop on`, as in a network cut), and a new bridge on the same state
 # file sends the ZERO: its connection takes the killed one's name, so
 # its hello replaces it (clients_replaced), even with rdma-max-clients
 # full of the killed one's connections.
@@ -221,7 +225,7 @@ PY
     logged "$LAB_OUT/$name.reqlog" 'Write id=.*offset=' 2 30 ||
         { kill $py; fail "the two writes did not reach the server's storage in 30 s"; }
     if [ $over = killed ]; then
-        dreq on
+        cm_drop on
         stop br$name KILL
         await_file "$LAB_RUN/zfailed" $py 60 "the writes did not fail with their bridge"
         bridge br${name}b 10.77.0.1 "${state[@]}"
@@ -229,11 +233,11 @@ PY
         loss on
         for i in $(seq 700); do [ -e "$LAB_RUN/zfailed" ] && break; kill -0 $py 2>/dev/null || break; sleep 0.1; done
         loss off
-        dreq on
+        cm_drop on
     fi
     touch "$LAB_RUN/zhealed"
-    wait $py || { dreq off; fail "see above"; }
-    dreq off
+    wait $py || { cm_drop off; fail "see above"; }
+    cm_drop off
     # Both old writes land 40 s after the server took them.
     logged "$LAB_OUT/$name.reqlog" 'Write id=.*return=' 2 90 || true
     [ $over = killed ] && stop br${name}b || stop br$name
@@ -294,4 +298,31 @@ stop br5
 stop srv5
 counter_above keepalive_probes "$(rdma_counter srv5.rdma-stats keepalive_probes)" 0 "probes sent"
 counter_above keepalive_drops "$(rdma_counter srv5.rdma-stats keepalive_drops)" 0 "the silent client was dropped"
+
+# A client dropped before its RTU reached the server (the RTU lost, its
+# first request malformed): the server tells the CM the connection is
+# established and holds its DREQ until the CM's ESTABLISHED event
+# (disconnect.c): sent at once, the DREQ would leave the REP retried for
+# about a minute, and the REP holds the connection id (rdma_destroy_id,
+# so the server's exit, waits for it).  The client must be told, no REP
+# retried, and the server exit at once.
+step "a client dropped before the server saw its RTU"
+serve srv6 10809 /dev/vda -v --filter=gmblock-rdma -- rdma=10.77.0.1
+reps=/sys/class/infiniband/rxe0/ports/1/cm_tx_retries/rep
+reps0=$(cat $reps)
+cm_drop on 0x0014
+ip netns exec gmcl timeout 60 "$LAB_REPO/tests/rdma-badclient" 10.77.0.1 10810 bad-op ||
+    { cm_drop off; fail "the client dropped before its RTU came was not told"; }
+cm_drop off
+grep "dropped before its RTU came" "$LAB_OUT/srv6.nbdkit.log" ||
+    fail "the server got the client's RTU before its request: nothing tested"
+# The server's REP is retried after the client's CM response timeout
+# (librdmacm's 20: 4.3 s).
+sleep 10
+[ "$(cat $reps)" = "$reps0" ] ||
+    fail "the server's REP was retried $(($(cat $reps) - reps0)) times after the client was dropped"
+t0=$(date +%s)
+stop srv6
+[ $(($(date +%s) - t0)) -le 10 ] ||
+    fail "the server took $(($(date +%s) - t0)) s to exit (its dropped client's connection id)"
 echo "rdma-netloss: all checks passed"
