@@ -175,6 +175,11 @@ no_event (void)
   gm_rdma_disconnect (&cl);
   gm_rdma_release_held (false);
   CHECK_EQ_U64 (disconnects, 0);
+  /* Nearly due: still held (a hold of milliseconds, not HOLD_MS, would
+   * pass the checks made at once). */
+  atomic_store (&cl.held_ns, gm_now_ns () - (HOLD_MS - 100) * 1000000ull);
+  gm_rdma_release_held (false);
+  CHECK_EQ_U64 (disconnects, 0);
   atomic_store (&cl.held_ns, gm_now_ns () - HOLD_MS * 1000000ull - 1);
   gm_rdma_release_held (false);
   CHECK_EQ_U64 (disconnects, 1);
