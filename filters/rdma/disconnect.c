@@ -23,7 +23,11 @@
  * as with a disconnect), and the DREQ waits for the ESTABLISHED event
  * that work raises (the listener: gm_rdma_established), or HOLD_MS if
  * it never comes (the client's own DREQ got there first: its
- * DISCONNECTED is answered anyway).
+ * DISCONNECTED is answered anyway, but the kernel does not cancel the
+ * REP then either, and nothing here can).  A client whose DREQ is held
+ * is not reaped (its id destroyed sends a DREQ too).  Only the IB CM
+ * (InfiniBand, RoCE) has this handshake: an iWARP connection is simply
+ * disconnected.
  */
 #include <errno.h>
 
@@ -46,7 +50,9 @@ gm_rdma_disconnect (struct client *c)
 {
   int s = CM_WAIT;
 
-  if (atomic_compare_exchange_strong (&c->cm, &s, CM_NOTIFYING)) {
+  if (c->id->verbs->device->transport_type != IBV_TRANSPORT_IB)
+    ;                           /* no REP, no RTU */
+  else if (atomic_compare_exchange_strong (&c->cm, &s, CM_NOTIFYING)) {
     int r = rdma_notify (c->id, IBV_EVENT_COMM_EST);
 
     s = CM_NOTIFYING;
@@ -80,10 +86,16 @@ gm_rdma_established (struct client *c)
     rdma_disconnect (c->id);
 }
 
-/* The listener, every poll; and the shutdown, once the listener has
- * stopped (all: every held DREQ, their events will not be read). */
+bool
+gm_rdma_held (const struct client *c)
+{
+  return atomic_load (&c->cm) == CM_HELD;
+}
+
+/* The listener, every poll; the shutdown, once the listener has
+ * stopped (no event comes then: the hold's time ends it). */
 void
-gm_rdma_release_held (bool all)
+gm_rdma_release_held (void)
 {
   uint64_t now = gm_now_ns ();
 
@@ -92,12 +104,11 @@ gm_rdma_release_held (bool all)
     int s = CM_HELD;
     /* now was read first: a later hold may be younger than it. */
     if (atomic_load (&c->cm) != CM_HELD ||
-        (!all && now < atomic_load (&c->held_ns) + HOLD_MS * 1000000ull))
+        now < atomic_load (&c->held_ns) + HOLD_MS * 1000000ull)
       continue;
     if (atomic_compare_exchange_strong (&c->cm, &s, CM_SEEN)) {
-      if (!all)
-        nbdkit_debug (NAME ": %s: no ESTABLISHED event %d ms after the "
-                      "drop: disconnecting", c->peer, HOLD_MS);
+      nbdkit_debug (NAME ": %s: no ESTABLISHED event %d ms after the "
+                    "drop: disconnecting", c->peer, HOLD_MS);
       rdma_disconnect (c->id);
     }
   }

@@ -705,7 +705,7 @@ reap_finished (bool gone_only)
 
   pthread_mutex_lock (&gm_rdma_clients_lock);
   while ((c = *p) != NULL) {
-    if ((c->gone || !gone_only) &&
+    if ((c->gone || !gone_only) && !gm_rdma_held (c) &&
         (!c->thread_started || atomic_load (&c->finished))) {
       *p = c->next_client;
       c->next_client = list;
@@ -750,7 +750,7 @@ listener_run (void *arg)
     if (n == -1 && errno != EINTR)
       break;
     reap_finished (true);
-    gm_rdma_release_held (false);
+    gm_rdma_release_held ();
     if (n <= 0)
       continue;
     if (fds[1].revents)
@@ -988,7 +988,6 @@ rdma_cleanup (nbdkit_backend *b)
       nbdkit_debug (NAME ": wake the listener: %m");
     pthread_join (listener, NULL);
     listener_started = false;
-    gm_rdma_release_held (true);  /* their events will not be read */
   }
   /* No more connects: a client reconnecting after its goodbye is
    * refused at once (and tries again) rather than left unanswered. */
@@ -1010,11 +1009,13 @@ rdma_cleanup (nbdkit_backend *b)
   {
     uint64_t started = gm_now_ns ();
     bool said = false;
-    while (gm_rdma_clients)
+    while (gm_rdma_clients) {
+      gm_rdma_release_held ();  /* no listener: by time alone */
       if (!reap_finished (false)) {
         say_waiting ("for clients' threads to end", started, &said);
         usleep (10 * 1000);
       }
+    }
   }
   /* The reaper frees what it has, then ends. */
   if (reaper_started) {

@@ -177,11 +177,12 @@ struct client {
 };
 
 /* disconnect.c: disconnect c (any thread, any number of times); the
- * listener's ESTABLISHED event for c; the DREQs held too long (all: at
- * shutdown, every one). */
+ * listener's ESTABLISHED event for c; whether c's DREQ is held (not to
+ * be reaped yet); send the DREQs held too long. */
 void gm_rdma_disconnect (struct client *c);
 void gm_rdma_established (struct client *c);
-void gm_rdma_release_held (bool all);
+bool gm_rdma_held (const struct client *c);
+void gm_rdma_release_held (void);
 
 /* serve.c */
 struct client *gm_rdma_client_new (void);

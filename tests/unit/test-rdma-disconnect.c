@@ -32,6 +32,8 @@ nbdkit_debug (const char *fs, ...)
 
 /* The wrapped CM of one client. */
 static struct rdma_cm_id id;
+static struct ibv_context verbs;
+static struct ibv_device dev;
 static struct ibv_qp qp;
 static struct client cl;
 static int notify_answer;               /* 0, or an errno */
@@ -85,6 +87,9 @@ fresh (int answer)
 {
   memset (&cl, 0, sizeof cl);
   id.qp = &qp;
+  id.verbs = &verbs;
+  verbs.device = &dev;
+  dev.transport_type = IBV_TRANSPORT_IB;    /* InfiniBand, RoCE */
   cl.id = &id;
   strcpy (cl.peer, "10.0.0.2:1");
   gm_rdma_clients = &cl;
@@ -136,12 +141,14 @@ held_until_event (void)
   gm_rdma_disconnect (&cl);
   CHECK_EQ_U64 (notifies, 1);
   CHECK_EQ_U64 (disconnects, 0);
-  gm_rdma_release_held (false); /* the listener's sweep: not yet due */
+  gm_rdma_release_held ();      /* the listener's sweep: not yet due */
   CHECK_EQ_U64 (disconnects, 0);
+  CHECK (gm_rdma_held (&cl));   /* not to be reaped */
   gm_rdma_established (&cl);
   CHECK_EQ_U64 (disconnects, 1);
-  gm_rdma_release_held (false);
-  gm_rdma_release_held (true);
+  CHECK (!gm_rdma_held (&cl));
+  atomic_store (&cl.held_ns, 0);
+  gm_rdma_release_held ();
   CHECK_EQ_U64 (disconnects, 1);
 }
 
@@ -161,37 +168,48 @@ event_during_notice (void)
   gm_rdma_disconnect (&cl);
   CHECK_EQ_U64 (disconnects, 1);
   CHECK (atomic_load (&cl.cm) == CM_SEEN);
-  gm_rdma_release_held (true);
+  atomic_store (&cl.held_ns, 0);
+  gm_rdma_release_held ();
   CHECK_EQ_U64 (disconnects, 1);
 }
 
 /* No event within HOLD_MS (the client's own DREQ got there first, its
- * CM left ESTABLISHED): the listener's sweep sends it; at shutdown,
- * once the listener has stopped, every held one goes at once. */
+ * CM left ESTABLISHED; or the listener has stopped, at shutdown): the
+ * sweep sends it then, once; until then the client is not reaped. */
 static void
 no_event (void)
 {
   fresh (0);
   gm_rdma_disconnect (&cl);
-  gm_rdma_release_held (false);
+  gm_rdma_release_held ();
   CHECK_EQ_U64 (disconnects, 0);
   /* Nearly due: still held (a hold of milliseconds, not HOLD_MS, would
    * pass the checks made at once). */
   atomic_store (&cl.held_ns, gm_now_ns () - (HOLD_MS - 100) * 1000000ull);
-  gm_rdma_release_held (false);
+  gm_rdma_release_held ();
   CHECK_EQ_U64 (disconnects, 0);
+  CHECK (gm_rdma_held (&cl));
   atomic_store (&cl.held_ns, gm_now_ns () - HOLD_MS * 1000000ull - 1);
-  gm_rdma_release_held (false);
+  gm_rdma_release_held ();
   CHECK_EQ_U64 (disconnects, 1);
+  CHECK (!gm_rdma_held (&cl));
+  gm_rdma_release_held ();
   gm_rdma_established (&cl);    /* late: nothing more */
   CHECK_EQ_U64 (disconnects, 1);
+}
 
+/* iWARP has no REP and no RTU: disconnected at once, the CM not asked,
+ * the queue pair left to rdma_disconnect. */
+static void
+iwarp (void)
+{
   fresh (0);
+  dev.transport_type = IBV_TRANSPORT_IWARP;
   gm_rdma_disconnect (&cl);
-  gm_rdma_release_held (true);
+  CHECK_EQ_U64 (notifies, 0);
+  CHECK_EQ_U64 (qp_errors, 0);
   CHECK_EQ_U64 (disconnects, 1);
-  gm_rdma_release_held (true);
-  CHECK_EQ_U64 (disconnects, 1);
+  CHECK (!gm_rdma_held (&cl));
 }
 
 /* A second caller while the first one's notice is in the CM must not
@@ -232,6 +250,7 @@ static const struct unit_case cases[] = {
   { "event_during_notice", event_during_notice },
   { "no_event", no_event },
   { "second_caller", second_caller },
+  { "iwarp", iwarp },
 };
 
 int

@@ -113,6 +113,7 @@ gm_rdma_mem_stage (struct req *q, uint32_t off, uint32_t len, bool to_send)
 struct fake {
   struct client c;
   struct ibv_context ctx;
+  struct ibv_device dev;
   struct ibv_qp qp;
   struct rdma_cm_id id;
   nbdkit_next next;
@@ -207,6 +208,9 @@ fake_start (struct fake *f, unsigned nw)
   f->qp.context = &f->ctx;
   f->qp.qp_context = f;
   f->id.qp = &f->qp;
+  f->dev.transport_type = IBV_TRANSPORT_IB;
+  f->ctx.device = &f->dev;
+  f->id.verbs = &f->ctx;
   f->next.pwrite = fake_pwrite;
   f->next.trim = fake_trim;
   f->next.zero = fake_trim;

@@ -309,6 +309,7 @@ counter_above keepalive_drops "$(rdma_counter srv5.rdma-stats keepalive_drops)" 
 step "a client dropped before the server saw its RTU"
 serve srv6 10809 /dev/vda -v --filter=gmblock-rdma -- rdma=10.77.0.1
 reps=/sys/class/infiniband/rxe0/ports/1/cm_tx_retries/rep
+[ -r "$reps" ] || fail "no CM counter $reps: the REP retries cannot be checked"
 reps0=$(cat $reps)
 cm_drop on 0x0014
 ip netns exec gmcl timeout 60 "$LAB_REPO/tests/rdma-badclient" 10.77.0.1 10810 bad-op ||
