@@ -4,7 +4,8 @@
 # in and back out through the bridge byte for byte, with no memcpy on
 # the server's read path (the plugin DMAs into the filter's registered
 # pool); then TCP and RDMA clients of one server see each other's
-# writes.
+# writes, and a BLOCK_STATUS that fails below the server fails with EIO
+# through the bridge, its connection serving on.
 # lab-disks: virtio:96M
 # lab-timeout: 400
 . "$LAB_REPO/tests/vm/guest/lib.sh"
@@ -77,8 +78,10 @@ sum0=$(md5sum <"$LAB_RUN/sparse.img")
 # -r after the plugin name, as nbdkit's getopt takes it too: the filter
 # opened RDMA clients' contexts writable whatever -r said, and their
 # writes reached the disk of a read-only server.
-serve srv3 10809 "$LAB_RUN/sparse.img" "${rdma_opts[@]}" -- rdma=10.77.0.1 direct=false \
-    rdma-stats="$LAB_OUT/srv3.rdma-stats" -r
+# nbdkit's error filter below fails BLOCK_STATUS while ext-fail exists.
+serve srv3 10809 "$LAB_RUN/sparse.img" "${rdma_opts[@]}" --filter=error -- rdma=10.77.0.1 direct=false \
+    rdma-stats="$LAB_OUT/srv3.rdma-stats" error-extents-rate=100% \
+    error-extents-file="$LAB_RUN/ext-fail" -r
 bridge br3 10.77.0.1
 for u in nbd://127.0.0.1:10809 "nbd+unix:///?socket=$LAB_RUN/br3.sock"; do
     python3 - "$u" <<'PY' || fail "nbdkit -r: a client could write ($u)"
@@ -102,6 +105,24 @@ diff "$LAB_OUT/map-tcp.txt" "$LAB_OUT/map-rdma.txt" || fail "the map through the
 awk '$1 == 0 && $2 == 10485760 && $3 == 3 { h = 1 } $1 == 10485760 && $2 == 1048576 && $3 == 0 { d = 1 }
      END { exit !(h && d) }' "$LAB_OUT/map-rdma.txt" ||
     fail "the map through the bridge does not show the hole [0, 10M) and the data [10M, 11M)"
+step "BLOCK_STATUS failing below the server: EIO through the bridge, the connection serves on"
+touch "$LAB_RUN/ext-fail"
+python3 - "nbd+unix:///?socket=$LAB_RUN/br3.sock" <<'PY' || fail "BLOCK_STATUS failing below the RDMA server: see above"
+import errno, nbd, sys
+h = nbd.NBD()
+h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
+h.connect_uri(sys.argv[1])
+try:
+    h.block_status(1 << 20, 10 << 20, lambda *a: 0)
+    sys.exit("BLOCK_STATUS succeeded while the extents below failed")
+except nbd.Error as e:
+    assert e.errno == errno.EIO, "BLOCK_STATUS failed with %s, not EIO" % e
+    print("BLOCK_STATUS failed as it must:", e)
+assert h.pread(4096, 10 << 20) != bytes(4096), "the data at 10M is not there"
+PY
+rm "$LAB_RUN/ext-fail"
+must nbdinfo --map "nbd+unix:///?socket=$LAB_RUN/br3.sock" >"$LAB_OUT/map-rdma2.txt"
+diff "$LAB_OUT/map-rdma.txt" "$LAB_OUT/map-rdma2.txt" || fail "the map differs once the extents below work again"
 # A wrong rdma= address, or an RDMA port another server holds, is told
 # before nbdkit daemonises: exit status 1 and the reason on stderr (the
 # listener binds only after the fork, where a daemon could say it only
