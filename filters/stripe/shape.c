@@ -70,13 +70,18 @@ sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
   /* The maximum stays the layer below's: nbdkit does not split
    * requests, so a larger one would promise what below refuses (a
    * strict client sending the advertised maximum got EINVAL).  The
-   * preferred size is clamped to it instead.
+   * preferred size is clamped to it instead, to the largest power of
+   * two in it: a preferred size must be one (NBD spec), and libnbd
+   * ignores every constraint of an export whose preferred size is not
+   * (a 3M maximum below made it 3M: the client lost the maximum too).
+   * The minimum is a power of two no larger than the maximum, so the
+   * result is no smaller than it.
    */
   pref = shape_preferred (g);
   if (pref < *minimum)
     pref = *minimum;
   if (pref > *maximum)
-    pref = gm_round_down (*maximum, *minimum);
+    pref = gm_prev_power_of_2 (*maximum);
   *preferred = pref;
   return 0;
 }
