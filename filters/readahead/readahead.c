@@ -168,13 +168,57 @@ ra_unload (void)
   gm_stats_final (&rstats_out);
 }
 
+/* The workers' contexts were opened, with no client, on export "" (the
+ * plugin's default): only connections to that same name share their
+ * data.  A client of another export of a plugin serving several got
+ * its reads prefetched from the default export (wasted I/O, and its
+ * writes invalidated the default's windows).  Its requests now pass
+ * through untouched.  The handle says which: &ra_on or &ra_off.
+ */
+static char ra_on, ra_off;
+
+/* nbdkit hands .open the default export's resolved name ("a"), not
+ * the "" the client asked for, after asking .default_export on the
+ * connection's thread: that call marks the connection as the default's
+ * (a client naming the default explicitly passes through: safe).
+ */
+static __thread bool conn_asked_default;
+
+static const char *
+ra_default_export (nbdkit_next_default_export *next, nbdkit_backend *nxdata,
+                   int readonly, int is_tls)
+{
+  conn_asked_default = true;
+  return next (nxdata, readonly);
+}
+
+static void *
+ra_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
+         const char *exportname, int is_tls)
+{
+  if (next (ctx, readonly, exportname) == -1)
+    return NULL;
+  bool asked_default = conn_asked_default;
+
+  conn_asked_default = false;
+  if (ra_active && *exportname && !asked_default) {
+    nbdkit_debug (RNAME ": export \"%s\" is not the default export the "
+                  "prefetch workers read: no readahead on this connection",
+                  exportname);
+    return &ra_off;
+  }
+  return &ra_on;
+}
+
+#define RA_ON(handle) (ra_active && (handle) == &ra_on)
+
 static int
 ra_pread (nbdkit_next *next, void *handle, void *buf, uint32_t count,
           uint64_t offset, uint32_t flags, int *err)
 {
   RCOUNT (RS_READS, 1);
   RCOUNT (RS_READ_BYTES, count);
-  if (ra_active)
+  if (RA_ON (handle))
     streams_note_read (offset, count);
   return next->pread (next, buf, count, offset, flags, err);
 }
@@ -189,7 +233,7 @@ ra_pwrite (nbdkit_next *next, void *handle, const void *buf, uint32_t count,
            uint64_t offset, uint32_t flags, int *err)
 {
   int r = next->pwrite (next, buf, count, offset, flags, err);
-  if (ra_active)
+  if (RA_ON (handle))
     streams_invalidate (offset, count);
   return r;
 }
@@ -199,7 +243,7 @@ ra_trim (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
          uint32_t flags, int *err)
 {
   int r = next->trim (next, count, offset, flags, err);
-  if (ra_active)
+  if (RA_ON (handle))
     streams_invalidate (offset, count);
   return r;
 }
@@ -209,7 +253,7 @@ ra_zero (nbdkit_next *next, void *handle, uint32_t count, uint64_t offset,
          uint32_t flags, int *err)
 {
   int r = next->zero (next, count, offset, flags, err);
-  if (ra_active)
+  if (RA_ON (handle))
     streams_invalidate (offset, count);
   return r;
 }
@@ -224,6 +268,8 @@ static struct nbdkit_filter filter = {
   .after_fork = ra_after_fork,
   .cleanup = ra_cleanup,
   .unload = ra_unload,
+  .default_export = ra_default_export,
+  .open = ra_open,
   .pread = ra_pread,
   .pwrite = ra_pwrite,
   .trim = ra_trim,
