@@ -29,8 +29,6 @@
  * (InfiniBand, RoCE) has this handshake: an iWARP connection is simply
  * disconnected.
  */
-#include <errno.h>
-
 #include "rdma.h"
 
 #define HOLD_MS 2000

@@ -358,14 +358,14 @@ client_free (struct client *c)
     nbdkit_next_context_close (c->next);
   }
   if (c->id) {
-    uint64_t t0 = gm_now_ns ();
+    uint64_t t0 = gm_now_ns (), took;
     atomic_fetch_add (&destroying, 1);
     rdma_destroy_id (c->id);
     atomic_fetch_sub (&destroying, 1);
-    if (gm_now_ns () - t0 > SLOW_S * 1000000000ull)
+    took = (gm_now_ns () - t0) / 1000000000u;
+    if (took >= SLOW_S)
       nbdkit_debug (NAME ": %s: rdma_destroy_id took %" PRIu64 " s (the "
-                    "kernel's connection manager)", c->peer,
-                    (gm_now_ns () - t0) / 1000000000u);
+                    "kernel's connection manager)", c->peer, took);
   }
   free (c);
 }
@@ -815,7 +815,6 @@ before (uint64_t deadline)
 /* A shutdown phase waiting SLOW_S says once what for, so that a server
  * slow to exit (or killed for it) always leaves a reason in its log:
  * twice a server killed 30 s after SIGTERM left none. */
-
 static void
 say_waiting (const char *what, uint64_t since, bool *said)
 {
