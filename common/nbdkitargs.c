@@ -66,9 +66,10 @@ static const struct option long_opts[] = {
   { NULL, 0, NULL, 0 }
 };
 
-/* The file name of a --filter argument (a short name or a path). */
+/* The file name of a --filter or plugin argument (a short name or a
+ * path). */
 static const char *
-filter_base (const char *name)
+path_base (const char *name)
 {
   const char *slash = strrchr (name, '/');
 
@@ -82,7 +83,7 @@ filter_base (const char *name)
 static bool
 gmblock_filter (const char *name)
 {
-  const char *base = filter_base (name);
+  const char *base = path_base (name);
   size_t n;
 
   if (strncmp (base, "gmblock-", 8) == 0 && strchr (base, '.') == NULL)
@@ -92,11 +93,27 @@ gmblock_filter (const char *name)
     strcmp (base + n - 10, "-filter.so") == 0;
 }
 
+/* Whether NAME, nbdkit's plugin argument, is one of gmblock's plugins:
+ * gmblock, gmblock-rdma, or a path to nbdkit-gmblock[-NAME]-plugin.so.
+ */
+static bool
+gmblock_plugin (const char *name)
+{
+  const char *base = path_base (name);
+  size_t n = strlen (base);
+
+  if (strncmp (base, "gmblock", 7) == 0 && strpbrk (base, ".=") == NULL &&
+      (base[7] == '\0' || base[7] == '-'))
+    return true;
+  return strncmp (base, "nbdkit-gmblock", 14) == 0 && n >= 24 &&
+    (base[14] == '-') && strcmp (base + n - 10, "-plugin.so") == 0;
+}
+
 /* Whether NAME, a --filter argument, is nbdkit's ip filter. */
 static bool
 ip_filter (const char *name)
 {
-  const char *base = filter_base (name);
+  const char *base = path_base (name);
 
   return strcmp (base, "ip") == 0 || strcmp (base, "nbdkit-ip-filter.so") == 0;
 }
@@ -137,6 +154,10 @@ gm_nbdkit_args_parse (int argc, char **argv, struct gm_nbdkit_args *a)
              a->access == NULL)
       a->access = "--tls=require";
   }
+  /* GNU getopt has moved the plugin, the first argument that is no
+   * option, to optind. */
+  if (optind < argc)
+    a->gmblock_plugin = gmblock_plugin (copy[optind]);
   optind = 0;
   opterr = saved_opterr;
   free (copy);

@@ -31,6 +31,10 @@ struct gm_nbdkit_args {
    * or "--filter=ip" (clients by address).
    */
   const char *access;
+  /* The plugin is one of gmblock's (gmblock, gmblock-rdma, or a path to
+   * nbdkit-gmblock[-NAME]-plugin.so): its .open needs no client, so a
+   * filter need not try its contexts first (common/trialopen.h). */
+  bool gmblock_plugin;
 };
 
 /* Parse argv (nbdkit's) into *a.  Uses getopt's global state: call

@@ -13,6 +13,7 @@
 #include "pin.h"
 #include "registry.h"
 #include "sizes.h"
+#include "trialopen.h"
 
 #define DEFAULT_SIZE (256u << 20)
 #define DEFAULT_BS (64u << 10)
@@ -278,7 +279,8 @@ cache_setup (nbdkit_backend *backend)
 
   if (cfg.mode == MODE_BYPASS)
     return 0;
-  if (lower_open (backend) == -1)
+  if (gm_trial_open_below (CNAME, backend, 0) == -1 ||
+      lower_open (backend) == -1)
     return -1;
   if (!cfg.block_size_set) {
     cfg.block_size = DEFAULT_BS;

@@ -27,6 +27,7 @@
 #include "nbdkitargs.h"
 #include "rdma.h"
 #include "rdmaaddr.h"
+#include "trialopen.h"
 #include "once.h"
 #include "registry.h"
 #include "sizes.h"
@@ -922,6 +923,9 @@ rdma_after_fork (nbdkit_backend *b)
   char why[256];
 
   backend = b;
+  /* Before any verbs resource: the trial forks. */
+  if (gm_trial_open_below (NAME, b, gm_rdma_set.readonly) == -1)
+    return -1;
   if (instance == 0 && gm_rp_random_id (&instance) == -1) {
     nbdkit_error (NAME ": getrandom: %m");
     return -1;

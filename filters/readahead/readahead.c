@@ -16,6 +16,7 @@
 #include "once.h"
 #include "readahead.h"
 #include "sizes.h"
+#include "trialopen.h"
 
 #define MIN_WINDOW (4u << 10)
 #define MAX_WINDOW (64u << 20)
@@ -137,6 +138,8 @@ ra_after_fork (nbdkit_backend *backend)
   int r;
 
   if (!disabled) {
+    if (gm_trial_open_below (RNAME, backend, 1) == -1)
+      return -1;
     r = prefetch_start (backend);
     if (r == -1)
       return -1;

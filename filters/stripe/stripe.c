@@ -14,6 +14,7 @@
 #include "once.h"
 #include "registry.h"
 #include "sizes.h"
+#include "trialopen.h"
 #include "stripe.h"
 
 struct sp_config cfg = { .parity = -1, .offset = -1 };
@@ -212,6 +213,8 @@ sp_after_fork (nbdkit_backend *backend)
   geometry_current (&g);
   if (!g.active)
     return 0;
+  if (gm_trial_open_below (SNAME, backend, 1) == -1)
+    return -1;
   if ((n = nbdkit_next_context_open (backend, 1, "", 1)) == NULL) {
     nbdkit_error (SNAME ": cannot open a context to the layer below");
     return -1;

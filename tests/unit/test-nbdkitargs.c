@@ -27,6 +27,7 @@ parse (const char *line)
 }
 
 static bool ro (const char *line) { return parse (line).readonly; }
+static bool gm_plugin (const char *line) { return parse (line).gmblock_plugin; }
 static bool gm_only (const char *line)
 {
   return parse (line).gmblock_filters_only;
@@ -95,6 +96,24 @@ main (void)
   /* This process: no filter at all, no access control. */
   CHECK (self.gmblock_filters_only);
   CHECK (self.access == NULL);
+
+  /* The plugin is gmblock's (its .open needs no client), by name or by
+   * path, wherever the options stand. */
+  CHECK (gm_plugin ("nbdkit gmblock file=x"));
+  CHECK (gm_plugin ("nbdkit gmblock-rdma server=h"));
+  CHECK (gm_plugin ("nbdkit -f --filter=gmblock-cache -U /tmp/s gmblock file=x"));
+  CHECK (gm_plugin ("nbdkit --filter gmblock-readahead -D x=1 gmblock-rdma server=h -r"));
+  CHECK (gm_plugin ("nbdkit /src/plugins/gmblock/nbdkit-gmblock-plugin.so file=x"));
+  CHECK (gm_plugin ("nbdkit nbdkit-gmblock-rdma-plugin.so server=h"));
+  CHECK (!gm_plugin ("nbdkit file dir=/x"));
+  CHECK (!gm_plugin ("nbdkit --filter=gmblock-cache file file=gmblock"));
+  CHECK (!gm_plugin ("nbdkit -U gmblock file file=x"));     /* -U's argument */
+  CHECK (!gm_plugin ("nbdkit gmblockx file=x"));
+  CHECK (!gm_plugin ("nbdkit gmblock.so file=x"));
+  CHECK (!gm_plugin ("nbdkit /x/nbdkit-gmblock-cache-filter.so file=x"));
+  CHECK (!gm_plugin ("nbdkit /x/nbdkit-gmblockx-plugin.so file=x"));
+  CHECK (!gm_plugin ("nbdkit --filter=gmblock-cache"));     /* no plugin */
+  CHECK (!self.gmblock_plugin);
 
   /* nbdkit's access controls, which a listener of a filter's own
    * (gmblock-rdma) bypasses. */

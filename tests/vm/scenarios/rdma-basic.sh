@@ -145,6 +145,21 @@ for bad in "10.77.0.99:10810 cannot bind: Cannot assign requested address" \
     grep -q "gmblock-rdma: rdma=${bad%% *}: ${bad#* }" "$LAB_OUT/bad-rdma.log" ||
         fail "rdma=${bad%% *}: the reason is not on stderr"
 done
+# A plugin whose open needs a client (nbdkit's file plugin with dir=
+# passes the missing export name to strchr) crashed nbdkit when the
+# filter opened its context below; the filter now tries that open in a
+# child first and refuses with the reason (tests/test-filters-trial-open.sh
+# on the host, which has no RDMA device for this filter).
+step "over nbdkit's file plugin with dir= the RDMA server refuses, not crashes"
+must mkdir -p "$LAB_RUN/dir"
+must head -c 1M /dev/urandom >"$LAB_RUN/dir/a"
+rc=0
+timeout 60 "$LAB_REPO/nbdkit" -f -U "$LAB_RUN/dir.sock" --filter=gmblock-rdma \
+    file dir="$LAB_RUN/dir" rdma=10.77.0.1:10812 >"$LAB_OUT/dir-rdma.log" 2>&1 || rc=$?
+cat "$LAB_OUT/dir-rdma.log"
+[ $rc = 1 ] || fail "rdma filter over file dir=: exit status $rc, not 1"
+grep -q "gmblock-rdma: opening the layer below without a client crashes it" "$LAB_OUT/dir-rdma.log" ||
+    fail "rdma filter over file dir=: the reason is not on stderr"
 stop br3
 stop srv3
 echo "rdma-basic: all checks passed"
