@@ -8,6 +8,10 @@
 # ignored every block size constraint of the export ("ignoring improper
 # server size constraints"): a client lost the maximum, and a request
 # up to its own default limit was refused below with EINVAL.
+# Under a layer that gives no block sizes at all (nbdkit's memory and
+# file plugins) the maximum is nbdkit's own request limit, 64M: it was
+# 0xffffffff, which a client other than libnbd could believe and then
+# see its large requests refused by nbdkit.
 . "$(dirname "$0")/functions.sh"
 require nbdkit
 cd "$T"
@@ -45,3 +49,10 @@ start_server max12k --filter=gmblock-stripe --filter=blocksize-policy memory 64M
     blocksize-preferred=4096 blocksize-maximum=12K blocksize-error-policy=error
 check max12k 12288 8192
 info "under a 12K maximum (4K minimum) a 64K stripe prefers 8K"
+
+# No block sizes below (memory): nbdkit's 64M limit, a 192K stripe
+# prefers 128K.
+start_server nolimit --filter=gmblock-stripe memory 64M \
+    stripe-chunk=64K stripe-data-disks=3
+check nolimit $((64 << 20)) $((128 << 10))
+info "with no block sizes below, the maximum is nbdkit's 64M"

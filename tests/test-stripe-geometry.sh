@@ -85,7 +85,7 @@ grep -q 'nvme0n1 (.*) is an NVMe namespace, not a RAID: its io_min 131072 and io
 
 # 1c. Options alone (the real /sys, whatever is under this file: both
 # options given, they win), and over a plugin that gives no block
-# sizes (the memory plugin: minimum 1, maximum unlimited).
+# sizes (the memory plugin: minimum 1, maximum nbdkit's 64M limit).
 serve opts gmblock file="$T/disk.img" stripe-chunk=64K stripe-data-disks=4
 expect "opts: preferred" "$(bsize opts preferred)" 262144
 expect "opts: minimum" "$(bsize opts minimum)" "$min0"
@@ -93,7 +93,7 @@ stop_server opts
 serve mem memory 16M stripe-chunk=512K stripe-data-disks=6 stripe-parity=2
 expect "mem: preferred" "$(bsize mem preferred)" 2097152
 expect "mem: minimum" "$(bsize mem minimum)" 1
-expect "mem: maximum" "$(bsize mem maximum)" 4294967295
+expect "mem: maximum" "$(bsize mem maximum)" 67108864
 stop_server mem
 expect "mem: parity_known" "$(scounter mem.stats parity_known)" 1
 expect "mem: parity" "$(scounter mem.stats parity)" 2

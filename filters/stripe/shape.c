@@ -48,9 +48,20 @@ shape_round_out (const struct sp_geom *g, uint64_t offset, uint32_t count,
   *end = e;
 }
 
+/* The largest read or write nbdkit 1.32 serves: its server refuses
+ * larger ones before any plugin or filter sees them (MAX_REQUEST_SIZE;
+ * nbdkit-blocksize-filter(1): "nbdkit itself refuses a read or write
+ * larger than 64 megabytes").  nbdkit-plugin(3) only bounds a maximum
+ * block size by 0xffff_ffff.
+ */
+#define MAX_REQUEST (64u << 20)
+_Static_assert (MAX_STRIPE <= MAX_REQUEST,
+                "a preferred size (at most a full stripe) within the maximum");
+
 /* Preferred: one full stripe, or the largest power of two in it;
- * maximum: at least one full stripe; minimum: unchanged.  Each uses
- * the geometry its connection found when it opened (the handle).
+ * maximum: the layer below's, or MAX_REQUEST when it gives none;
+ * minimum: unchanged (1 when below gives none).  Each uses the
+ * geometry its connection found when it opened (the handle).
  */
 int
 sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
@@ -63,9 +74,13 @@ sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
     return -1;
   if (!g->active)
     return 0;
-  if (*minimum == 0) {          /* the layer below said nothing */
+  /* The layer below said nothing (nbdkit's memory and file plugins):
+   * a client that believed a maximum of 0xffffffff (qemu, nbd-client;
+   * libnbd caps it itself) would send requests nbdkit refuses.
+   */
+  if (*minimum == 0) {
     *minimum = 1;
-    *maximum = 0xffffffff;
+    *maximum = MAX_REQUEST;
   }
   /* The maximum stays the layer below's: nbdkit does not split
    * requests, so a larger one would promise what below refuses (a
