@@ -253,6 +253,39 @@ from_md_dir (const char *dir, const char *name, struct gm_stripe *s,
   return r;
 }
 
+/* Device dev starts at byte 'at' of device 'of' (a partition, a loop
+ * device's offset, a device-mapper segment), which moved s->offset:
+ * said in s->offset_from after what moved it below, for messages.
+ */
+static void
+offset_by (struct gm_stripe *s, const char *dev, uint64_t at, const char *of)
+{
+  size_t n = strlen (s->offset_from);
+
+  if (at)
+    snprintf (s->offset_from + n, sizeof s->offset_from - n,
+              "%s%.63s starts at byte %" PRIu64 " of %.63s", n ? ", " : "",
+              dev, at, of);
+}
+
+/* The offset found under a regular file is its file system's: the
+ * file's own place in it is not known.  That is right when the file
+ * system aligns its blocks to the stripe (mkfs.xfs and mkfs.ext4 do
+ * so from md's io hints): say so in s->offset_from.
+ */
+static void
+offset_of_file (struct gm_stripe *s)
+{
+  static const char said[] = ", where the file system holding the file "
+    "starts (the file's own blocks are taken to lie on the stripes as the "
+    "file system's do)";
+  size_t n = strlen (s->offset_from);
+
+  /* Once: a file on a loop device over a file says it already. */
+  if (n && strstr (s->offset_from, said) == NULL)
+    snprintf (s->offset_from + n, sizeof s->offset_from - n, "%s", said);
+}
+
 /* The device directory for MAJ:MIN, its name and, for a partition,
  * the parent's directory with *part_start set.
  */
@@ -516,10 +549,24 @@ from_dm (const char *root, const char *dir, const char *name, unsigned maj,
                 "the stripes of the device below (segment %u)", name, i + 1);
       return 0;
     }
-  if (m.nseg == 1 && m.start[0] == 0)
+  /* Said of the mapped device itself (name is its partition's, when
+   * the file is there), and of the device below: the first word of its
+   * source.
+   */
+  snprintf (inner, sizeof inner, "%.*s", (int) strcspn (s->source, " "),
+            s->source);
+  if (m.nseg == 1 && m.start[0] == 0) {
     s->offset += m.below[0];    /* the true place, for messages */
-  else
+    offset_by (s, strrchr (dir, '/') + 1, m.below[0], inner);
+  }
+  else {
     s->offset = first;
+    s->offset_from[0] = '\0';
+    if (first)
+      snprintf (s->offset_from, sizeof s->offset_from, "%.63s's %u "
+                "segments start at byte %" PRIu64 " of a full stripe of "
+                "%.63s", strrchr (dir, '/') + 1, m.nseg, first, inner);
+  }
   snprintf (inner, sizeof inner, "%s", s->source);
   snprintf (s->source, sizeof s->source, "%.31s over %.120s", name, inner);
   return 1;
@@ -541,6 +588,8 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
   if (sub_exists (dir, "md/level")) {
     int r = from_md_dir (dir, name, s, why, whylen);
     s->offset = part_start;
+    if (r == 1)
+      offset_by (s, name, part_start, strrchr (dir, '/') + 1);
     return r;
   }
   if (read_str (dir, "loop/backing_file", backing, sizeof backing) == 0) {
@@ -559,10 +608,15 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
       /* Over a device, where the loop device (losetup -o) and this
        * partition of it start is known; in a file it is not.
        */
+      const char *b = strrchr (backing, '/');
       uint64_t loop_off = 0;
       read_u64 (dir, "loop/offset", &loop_off);
       s->offset += loop_off + part_start;
+      offset_by (s, strrchr (dir, '/') + 1, loop_off, b ? b + 1 : backing);
+      offset_by (s, name, part_start, strrchr (dir, '/') + 1);
     }
+    else if (r == 1)
+      offset_of_file (s);
     if (r == 1) {
       snprintf (inner, sizeof inner, "%s", s->source);
       snprintf (s->source, sizeof s->source, "%.31s over %.120s", name, inner);
@@ -574,8 +628,10 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
     int r = from_dm (root, dir, name, maj, min, depth, s, w, sizeof w);
 
     if (r != 2) {
-      if (r == 1)
+      if (r == 1) {
         s->offset += part_start;
+        offset_by (s, name, part_start, strrchr (dir, '/') + 1);
+      }
       else
         snprintf (why, whylen, "%s", w);
       return r;
@@ -607,6 +663,7 @@ resolve (const char *root, unsigned maj, unsigned min, int depth,
   if (gm_stripe_from_io_hints (io_min, io_opt, pbs, s)) {
     snprintf (s->source, sizeof s->source, "%s io_min/io_opt", name);
     s->offset = part_start;
+    offset_by (s, name, part_start, strrchr (dir, '/') + 1);
     return 1;
   }
   snprintf (why, whylen, "%s (%u:%u) is not a RAID: no md/, io_min %" PRIu64
@@ -620,17 +677,22 @@ gm_stripe_detect (const char *sysroot, const char *path, struct gm_stripe *s,
 {
   struct stat st;
   dev_t d;
+  int r;
 
   s->reshape = false;
   s->note[0] = '\0';
   s->offset_unknown = false;
+  s->offset_from[0] = '\0';
   if (stat (path, &st) == -1) {
     snprintf (why, whylen, "%s: %s", path, strerror (errno));
     return -1;
   }
   d = S_ISBLK (st.st_mode) ? st.st_rdev : st.st_dev;
-  return resolve (sysroot ? sysroot : "/sys", major (d), minor (d), 0,
-                  s, why, whylen);
+  r = resolve (sysroot ? sysroot : "/sys", major (d), minor (d), 0,
+               s, why, whylen);
+  if (r == 1 && !S_ISBLK (st.st_mode))
+    offset_of_file (s);
+  return r;
 }
 
 /* Decimal digits at *p, then sep: the number into *v, *p past sep.

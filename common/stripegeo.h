@@ -29,6 +29,9 @@ struct gm_stripe {
                                  * to be said at start-up; else "" */
   bool offset_unknown;          /* the note says offset is a guess (a
                                  * device-mapper mapping not followed) */
+  char offset_from[320];        /* what made offset (a partition's start,
+                                 * a loop device's offset, a device-mapper
+                                 * table), for messages; "" when 0 */
 };
 
 /* Bytes of data in one full stripe. */
@@ -72,7 +75,9 @@ int gm_stripe_dm_parse (const char *table, struct gm_dm_map *m,
  * its file system's device), with sysroot standing for /sys (NULL =
  * "/sys").  Returns 1 (found: *s set), 0 (no striping: why says what
  * was found) or -1 (path or sysfs unreadable, or an md reshape in
- * progress: s->reshape set; why says which).
+ * progress: s->reshape set; why says which).  A partition's start (of
+ * the file system's partition, for a file) is the offset: s->offset,
+ * and s->offset_from says so.
  */
 int gm_stripe_detect (const char *sysroot, const char *path,
                       struct gm_stripe *s, char *why, size_t whylen);

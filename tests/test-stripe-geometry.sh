@@ -3,11 +3,12 @@
 # gmblock plugin names its file; the filter finds the file's device in
 # a fake sysfs tree from tests/fake-sysfs.py): a plain disk passes
 # through with one note, md RAID0 / RAID5 / a partition of md are
-# detected (a RAID0 over members of different sizes with a note: zones),
-# options override detection with a warning; the block sizes
-# nbdinfo sees follow the stripe; data passes byte-exact (nbdcopy both
-# ways); NBD_CMD_CACHE is rounded out to whole stripes, as the counters
-# and a logging plugin below show.
+# detected (a RAID0 over members of different sizes with a note: zones;
+# the partition's start said with -v as the offset used, unless
+# stripe-offset= overrides it), options override detection with a
+# warning; the block sizes nbdinfo sees follow the stripe; data passes
+# byte-exact (nbdcopy both ways); NBD_CMD_CACHE is rounded out to whole
+# stripes, as the counters and a logging plugin below show.
 . "$(dirname "$0")/functions.sh"
 require nbdkit nbdinfo nbdcopy python3
 cd "$T"
@@ -269,10 +270,12 @@ if grep -q 'disagrees' "$T/same.log"; then cat "$T/same.log" >&2; fail "same: wa
 # 7. A partition of md0 starting 1M in: with 192K stripes, stripes
 # start at 128K + k x 192K in the export (128K, 320K, 512K, ...).
 # NBD_CMD_CACHE is rounded out to whole stripes, clamped to the export.
+# The offset taken from the partition is said once with -v, with how
+# to override it (the file's own place in its file system is a guess).
 mkdir -p "$md0/md0p1"
 echo 1 >"$md0/md0p1/partition"; echo 2048 >"$md0/md0p1/start"
 point "$md0/md0p1"
-serve part "${gm[@]}" direct=false
+serve part "${gm[@]}" direct=false -v
 nbdsh -u "$(uri part)" -c '
 h.cache(196608, 131072)         # [128K, 320K): a whole stripe, as is
 h.cache(4096, 140000)           # -> [128K, 320K)
@@ -294,6 +297,10 @@ expect "part: cache_rounded" "$(scounter part.stats cache_rounded)" 4
 expect "part: cache_bytes_in" "$(scounter part.stats cache_bytes_in)" $((196608 + 4096 + 200000 + 4096 + 1000))
 expect "part: cache_bytes_out" "$(scounter part.stats cache_bytes_out)" $((196608 + 196608 + 393216 + 131072 + 131072))
 info "part: $(grep 'geometry:' "$T/part.log")"
+said='debug: gmblock-stripe: offset in the array 1048576, detected: md0p1 starts at byte 1048576 of md0, where the file system holding the file starts (.*); stripe-offset=SIZE overrides it$'
+n=$(grep -c "$said" "$T/part.log" || true)
+[[ $n == 1 ]] || { grep gmblock-stripe "$T/part.log" >&2; fail "part: the detected offset was said $n times, expected once"; }
+info "part: $(grep -o 'gmblock-stripe: offset in the array.*' "$T/part.log")"
 
 # 7b. The same place given by stripe-offset= over md0 itself (what a
 # user says when it cannot be detected: a file on the array, a thin
@@ -328,8 +335,9 @@ stop_server thinoff
 if grep -q 'not known' "$T/thinoff.log"; then cat "$T/thinoff.log" >&2; fail "thinoff: the note stayed although stripe-offset= gives the start"; fi
 expect "thinoff: offset" "$(scounter thinoff.stats offset)" 65536
 point "$md0/md0p1"
-serve offwarn "${gm[@]}" direct=false stripe-offset=0
+serve offwarn "${gm[@]}" direct=false stripe-offset=0 -v
 stop_server offwarn
+if grep -q 'offset in the array .*, detected' "$T/offwarn.log"; then cat "$T/offwarn.log" >&2; fail "offwarn: the partition's offset was said as used although stripe-offset= overrides it"; fi
 grep -q 'warning: stripe-offset=0 disagrees with the detected 1048576' "$T/offwarn.log" ||
     { cat "$T/offwarn.log" >&2; fail "offwarn: no warning that stripe-offset=0 disagrees with the partition's 1M"; }
 expect "offwarn: offset" "$(scounter offwarn.stats offset)" 0

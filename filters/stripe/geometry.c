@@ -207,8 +207,16 @@ geometry_decide (void)
   else if (!current.active)
     fprintf (stderr, "nbdkit: " SNAME ": %s: passing everything through\n",
              why);
-  else
+  else {
     geometry_note (&current);
+    /* Once, with -v: the offset detection chose, and how to change it
+     * (a file's place in its file system, above all, is a guess).
+     */
+    if (cfg.offset < 0 && current.geo.offset_from[0])
+      nbdkit_debug (SNAME ": offset in the array %" PRIu64 ", detected: %s; "
+                    "stripe-offset=SIZE overrides it", current.geo.offset,
+                    current.geo.offset_from);
+  }
   return 0;
 }
 

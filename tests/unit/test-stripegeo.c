@@ -258,11 +258,17 @@ tree (void)
   CHECK (s.chunk == 65536 && s.data_disks == 3 && s.parity == 1);
   CHECK_EQ_U64 (s.offset, 0);
   CHECK (strcmp (s.source, "md0 raid5") == 0);
+  CHECK (s.offset_from[0] == '\0');
 
   /* ... a partition of md0, 1 MiB in: */
   link_dev (devno, "../../devices/virtual/block/md0/md0p1");
   CHECK (detect (file, &s) == 1 && s.data_disks == 3);
   CHECK_EQ_U64 (s.offset, 1048576);
+  /* ... said, with what it means for a file (a message of the filter) */
+  CHECK (strcmp (s.offset_from, "md0p1 starts at byte 1048576 of md0, where "
+                 "the file system holding the file starts (the file's own "
+                 "blocks are taken to lie on the stripes as the file "
+                 "system's do)") == 0);
 
   /* ... a plain disk, and dm-stripe's io hints: */
   link_dev (devno, "../../devices/sda");
@@ -311,6 +317,8 @@ tree (void)
   CHECK (detect (file, &s) == 1 && s.chunk == 65536 && s.data_disks == 3);
   CHECK_EQ_U64 (s.offset, 1048576);
   CHECK (strcmp (s.source, "dm-1 over md0 raid5") == 0);
+  CHECK (strncmp (s.offset_from, "dm-1 starts at byte 1048576 of md0, where "
+                  "the file system", 56) == 0);
   /* An impossible chunk below is no geometry, not a division by a
    * full stripe that wrapped to 0 (a review finding: SIGFPE). */
   put ("devices/virtual/block/md0/md/chunk_size", "9223372036854775808");
@@ -323,11 +331,14 @@ tree (void)
        "allow_discards");
   CHECK (detect (file, &s) == 1 && s.data_disks == 3);
   CHECK_EQ_U64 (s.offset, 16777216);
+  CHECK (strstr (s.offset_from, "dm-1 starts at byte 16777216 of md0"));
   /* Two segments placed alike in the stripes (1M + 64K mod 192K): */
   put ("devices/virtual/block/dm-1/dm/table",
        "0 8192 linear 9:0 2048\n8192 4096 linear 9:0 10624");
   CHECK (detect (file, &s) == 1 && s.data_disks == 3);
   CHECK_EQ_U64 (s.offset, 65536);
+  CHECK (strstr (s.offset_from, "dm-1's 2 segments start at byte 65536 of "
+                 "a full stripe of md0"));
   /* ... not alike: no one offset holds, and the io hints would lie. */
   put ("devices/virtual/block/dm-1/dm/table",
        "0 8192 linear 9:0 2048\n8192 4096 linear 9:0 10625");
@@ -346,6 +357,8 @@ tree (void)
   link_dev (devno, "../../devices/virtual/block/dm-1/dm-1p1");
   CHECK (detect (file, &s) == 1);
   CHECK_EQ_U64 (s.offset, 1048576 + 65536);
+  CHECK (strstr (s.offset_from, "dm-1 starts at byte 1048576 of md0, "
+                 "dm-1p1 starts at byte 65536 of dm-1, where the file"));
   /* A mapping onto itself (or a chain of them deeper than any real
    * stack) is not followed for ever.
    */
@@ -380,11 +393,15 @@ tree (void)
       put ("devices/virtual/block/loop0/loop0p1/start", "2048");
       CHECK (detect (text, &s) == 1 && s.data_disks == 3);
       CHECK_EQ_U64 (s.offset, 65536);
+      CHECK (strcmp (s.offset_from, "loop0 starts at byte 65536 of md0") == 0);
       CHECK (detect (part, &s) == 1 && s.data_disks == 3);
       CHECK_EQ_U64 (s.offset, 65536 + 1048576);
+      CHECK (strcmp (s.offset_from, "loop0 starts at byte 65536 of md0, "
+                     "loop0p1 starts at byte 1048576 of loop0") == 0);
       put ("devices/virtual/block/loop0/loop/offset", "0");
       CHECK (detect (text, &s) == 1);
       CHECK_EQ_U64 (s.offset, 0);
+      CHECK (s.offset_from[0] == '\0');
     }
     else
       printf ("loop over a device not checked: mknod: %m\n");
