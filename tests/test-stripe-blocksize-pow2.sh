@@ -11,7 +11,8 @@
 # Under a layer that gives no block sizes at all (nbdkit's memory and
 # file plugins) the maximum is nbdkit's own request limit, 64M: it was
 # 0xffffffff, which a client other than libnbd could believe and then
-# see its large requests refused by nbdkit.
+# see its large requests refused by nbdkit; a larger maximum below is
+# lowered to it too.
 . "$(dirname "$0")/functions.sh"
 require nbdkit
 cd "$T"
@@ -56,3 +57,10 @@ start_server nolimit --filter=gmblock-stripe memory 64M \
     stripe-chunk=64K stripe-data-disks=3
 check nolimit $((64 << 20)) $((128 << 10))
 info "with no block sizes below, the maximum is nbdkit's 64M"
+
+# A maximum above nbdkit's limit below (128M): 64M, which nbdkit serves.
+start_server max128m --filter=gmblock-stripe --filter=blocksize-policy memory 64M \
+    stripe-chunk=64K stripe-data-disks=3 blocksize-maximum=128M \
+    blocksize-error-policy=error
+check max128m $((64 << 20)) $((128 << 10))
+info "under a 128M maximum, the maximum is nbdkit's 64M"

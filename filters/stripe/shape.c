@@ -59,7 +59,8 @@ _Static_assert (MAX_STRIPE <= MAX_REQUEST,
                 "a preferred size (at most a full stripe) within the maximum");
 
 /* Preferred: one full stripe, or the largest power of two in it;
- * maximum: the layer below's, or MAX_REQUEST when it gives none;
+ * maximum: the layer below's, at most MAX_REQUEST (also when it
+ * gives none);
  * minimum: unchanged (1 when below gives none).  Each uses the
  * geometry its connection found when it opened (the handle).
  */
@@ -82,6 +83,11 @@ sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
     *minimum = 1;
     *maximum = MAX_REQUEST;
   }
+  /* Nor beyond it when below gives more (blocksize-policy, a remote
+   * server through the nbd plugin): nbdkit refuses those requests
+   * before below sees them. */
+  if (*maximum > MAX_REQUEST)
+    *maximum = MAX_REQUEST;
   /* The maximum stays the layer below's: nbdkit does not split
    * requests, so a larger one would promise what below refuses (a
    * strict client sending the advertised maximum got EINVAL).  The
