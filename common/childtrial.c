@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -87,10 +88,18 @@ now_ms (void)
 }
 
 static void __attribute__ ((noreturn))
-child_run (int (*fn) (void *), void *arg, int err_fd)
+child_run (int (*fn) (void *), void *arg, int err_fd, pid_t parent)
 {
-  int null = open ("/dev/null", O_WRONLY);
+  int null;
 
+  /* Only the server reaps or kills the child: should it die first (a
+   * SIGKILL, the OOM killer), a child that hangs would hang for ever,
+   * holding nbdkit's listening sockets, -s's client and whatever the
+   * open took.  The signal comes when the forking thread ends (it waits
+   * for the child in gm_child_trial); it may have ended before this. */
+  if (prctl (PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid () != parent)
+    _exit (REFUSED_CODE);
+  null = open ("/dev/null", O_WRONLY);
   if (null >= 0)
     dup2 (null, STDOUT_FILENO);
   dup2 (err_fd, STDERR_FILENO);
@@ -129,7 +138,7 @@ gm_child_trial (int (*fn) (void *), void *arg, unsigned timeout_ms,
   long long deadline = now_ms () + timeout_ms;
   int fds[2], status;
   bool open_pipe = true;
-  pid_t pid, w;
+  pid_t pid, w, self = getpid ();
 
   *t = (struct gm_trial) { .end = GM_TRIAL_UNKNOWN };
   tail.len = 0;
@@ -138,7 +147,7 @@ gm_child_trial (int (*fn) (void *), void *arg, unsigned timeout_ms,
   pid = fork ();
   if (pid == 0) {
     close (fds[0]);
-    child_run (fn, arg, fds[1]);
+    child_run (fn, arg, fds[1], self);
   }
   close (fds[1]);
   if (pid == -1) {

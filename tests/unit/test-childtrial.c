@@ -1,8 +1,10 @@
 /* Unit test: common/childtrial (run a function in a child process and
  * tell how it ended, with what it said last). */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -61,6 +63,44 @@ prints (void *arg)
   return 0;
 }
 
+/* Says its pid on the pipe *arg, then hangs: a trial whose server
+ * dies under it (SIGKILL, a crash, the OOM killer) must not leave it
+ * hanging for ever, holding nbdkit's sockets. */
+static int __attribute__ ((noreturn))
+hangs_said (void *arg)
+{
+  pid_t me = getpid ();
+
+  if (write (*(int *) arg, &me, sizeof me) != sizeof me)
+    _exit (2);
+  for (;;)
+    pause ();
+}
+
+/* Whether PID, a child of this process (a subreaper), ends within
+ * about MS milliseconds; it is reaped either way. */
+static bool
+ends_within (pid_t pid, int ms)
+{
+  for (int i = 0; i < ms / 10; i++) {
+    if (waitpid (pid, NULL, WNOHANG) == pid)
+      return true;
+    usleep (10000);
+  }
+  kill (pid, SIGKILL);
+  waitpid (pid, NULL, 0);
+  return false;
+}
+
+static pid_t
+read_pid (int fd)
+{
+  pid_t pid = -1;
+
+  CHECK (read (fd, &pid, sizeof pid) == sizeof pid);
+  return pid;
+}
+
 static double
 elapsed (const struct timespec *a)
 {
@@ -112,6 +152,27 @@ main (void)
 
   gm_child_trial (prints, NULL, 20000, &t);
   CHECK (t.end == GM_TRIAL_OK);
+
+  /* The processes of a trial are reparented to this one when they
+   * outlive their parent, to be reaped here. */
+  CHECK (prctl (PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0);
+  int fds[2];
+  CHECK (pipe (fds) == 0);
+
+  /* The server dies during a trial: its child goes with it. */
+  pid_t server = fork ();
+  CHECK (server != -1);
+  if (server == 0) {
+    gm_child_trial (hangs_said, &fds[1], 60000, &t);
+    _exit (0);
+  }
+  pid_t trial = read_pid (fds[0]);
+  kill (server, SIGKILL);
+  CHECK (waitpid (server, NULL, 0) == server);
+  CHECK (ends_within (trial, 3000));
+
+  close (fds[0]);
+  close (fds[1]);
 
   /* No child is left behind. */
   CHECK (waitpid (-1, NULL, WNOHANG) == -1);
