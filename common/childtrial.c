@@ -99,6 +99,11 @@ child_run (int (*fn) (void *), void *arg, int err_fd, pid_t parent)
    * for the child in gm_child_trial); it may have ended before this. */
   if (prctl (PR_SET_PDEATHSIG, SIGKILL) == -1 || getppid () != parent)
     _exit (REFUSED_CODE);
+  /* A group of its own, which a timeout kills whole: what the open
+   * started (nbdkit's sh plugin's script, the nbd plugin's command=)
+   * may hang too.  Out of the terminal's foreground group too: its
+   * ^C is the server's to handle (stdin is /dev/null in nbdkit). */
+  setpgid (0, 0);
   null = open ("/dev/null", O_WRONLY);
   if (null >= 0)
     dup2 (null, STDOUT_FILENO);
@@ -154,6 +159,7 @@ gm_child_trial (int (*fn) (void *), void *arg, unsigned timeout_ms,
     close (fds[0]);
     return;
   }
+  setpgid (pid, pid);           /* as the child does: whichever is first */
   fcntl (fds[0], F_SETFL, O_NONBLOCK);
   for (;;) {
     w = waitpid (pid, &status, WNOHANG);
@@ -161,6 +167,7 @@ gm_child_trial (int (*fn) (void *), void *arg, unsigned timeout_ms,
       break;
     long long left = deadline - now_ms ();
     if (left <= 0) {
+      kill (-pid, SIGKILL);     /* not yet reaped: pid is still its */
       kill (pid, SIGKILL);
       while (waitpid (pid, &status, 0) == -1 && errno == EINTR)
         ;

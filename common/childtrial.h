@@ -33,10 +33,11 @@ struct gm_trial {
 
 /* Fork; in the child, stdout goes to /dev/null and stderr to a pipe,
  * then fn (arg) runs and the child _exits.  The parent waits at most
- * timeout_ms for it (then kills it: GM_TRIAL_UNKNOWN), keeping the tail
- * of what it wrote.  Only the calling thread exists in the child:
- * fn must not need a lock another thread may hold, or it runs into the
- * timeout.
+ * timeout_ms for it (then kills it, and the processes it started, in
+ * its process group: GM_TRIAL_UNKNOWN), keeping the tail of what it
+ * wrote.  The child dies with the calling thread.  Only the calling
+ * thread exists in the child: fn must not need a lock another thread
+ * may hold, or it runs into the timeout.
  */
 void gm_child_trial (int (*fn) (void *), void *arg, unsigned timeout_ms,
                      struct gm_trial *t);

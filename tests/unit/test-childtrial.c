@@ -77,6 +77,23 @@ hangs_said (void *arg)
     pause ();
 }
 
+/* Starts a process of its own (as nbdkit's sh plugin runs its script,
+ * or the nbd plugin a server with command=), says its pid, hangs. */
+static int __attribute__ ((noreturn))
+hangs_with_helper (void *arg)
+{
+  pid_t helper = fork ();
+
+  if (helper == 0)
+    for (;;)
+      pause ();
+  if (helper == -1 ||
+      write (*(int *) arg, &helper, sizeof helper) != sizeof helper)
+    _exit (2);
+  for (;;)
+    pause ();
+}
+
 /* Whether PID, a child of this process (a subreaper), ends within
  * about MS milliseconds; it is reaped either way. */
 static bool
@@ -171,6 +188,10 @@ main (void)
   CHECK (waitpid (server, NULL, 0) == server);
   CHECK (ends_within (trial, 3000));
 
+  /* A trial cut at its timeout takes what it started along. */
+  gm_child_trial (hangs_with_helper, &fds[1], 300, &t);
+  CHECK (t.end == GM_TRIAL_UNKNOWN);
+  CHECK (ends_within (read_pid (fds[0]), 3000));
   close (fds[0]);
   close (fds[1]);
 
