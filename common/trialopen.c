@@ -4,6 +4,7 @@
  */
 #define NBDKIT_API_VERSION 2
 #include <stdbool.h>
+#include <string.h>
 
 #include "childtrial.h"
 #include "nbdkitargs.h"
@@ -36,6 +37,7 @@ gm_trial_open_below (const char *module, nbdkit_backend *backend,
   struct below b = { .backend = backend, .readonly = readonly };
   struct gm_nbdkit_args args;
   struct gm_trial t;
+  const char *said;
   char how[96];
 
   if (tried)
@@ -49,6 +51,9 @@ gm_trial_open_below (const char *module, nbdkit_backend *backend,
                 module, gm_trial_describe (&t, how, sizeof how));
   if (t.end != GM_TRIAL_CRASHED)
     return 0;
+  /* Its message alone: nbdkit puts "nbdkit: error: " before this one. */
+  said = strstr (t.said, "error: ");
+  said = said ? said + 7 : t.said;
   nbdkit_error ("%s: opening the layer below without a client crashes it: "
                 "a child process that tried it %s%s%s.  This filter opens "
                 "its own context below at start-up, before any client, on "
@@ -56,6 +61,6 @@ gm_trial_open_below (const char *module, nbdkit_backend *backend,
                 "export cannot be opened so (nbdkit 1.32's file plugin "
                 "with dir= is one).  Put the filter over a plugin that "
                 "serves one export (file file=PATH)",
-                module, how, t.said[0] ? "; it said: " : "", t.said);
+                module, how, *said ? "; it said: " : "", said);
   return -1;
 }

@@ -16,6 +16,8 @@ crash=('opening the layer below without a client crashes it'
        'no connection in this thread' 'file=PATH')
 
 start_fails cache 'gmblock-cache: ' "${crash[@]}" -- --filter=gmblock-cache file dir="$T/dir"
+grep -q 'it said: nbdkit: error:' "$T/cache.err" &&
+    fail "the child's line is quoted with nbdkit's prefix: $(cat "$T/cache.err")"
 start_fails readahead 'gmblock-readahead: ' "${crash[@]}" \
     -- --filter=gmblock-readahead file dir="$T/dir"
 start_fails stripe 'gmblock-stripe: ' "${crash[@]}" \
