@@ -106,6 +106,11 @@ main (void)
   CHECK (gm_plugin ("nbdkit /src/plugins/gmblock/nbdkit-gmblock-plugin.so file=x"));
   CHECK (gm_plugin ("nbdkit nbdkit-gmblock-rdma-plugin.so server=h"));
   CHECK (!gm_plugin ("nbdkit file dir=/x"));
+  CHECK (gm_plugin ("nbdkit -f -- gmblock file=x"));
+  CHECK (gm_plugin ("nbdkit --filter=gmblock-cache -- ./plugins/gmblock/nbdkit-gmblock-plugin.so file=x -r"));
+  CHECK (!gm_plugin ("nbdkit -- file file=gmblock"));
+  CHECK (!gm_plugin ("nbdkit --filter gmblock file dir=/x"));   /* --filter's argument */
+  CHECK (!gm_plugin ("nbdkit -fr -U- file dir=/x --filter=gmblock-cache"));
   CHECK (!gm_plugin ("nbdkit --filter=gmblock-cache file file=gmblock"));
   CHECK (!gm_plugin ("nbdkit -U gmblock file file=x"));     /* -U's argument */
   CHECK (!gm_plugin ("nbdkit gmblockx file=x"));
