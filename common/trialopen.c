@@ -4,6 +4,7 @@
  */
 #define NBDKIT_API_VERSION 2
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "childtrial.h"
@@ -49,6 +50,10 @@ gm_trial_open_below (const char *module, nbdkit_backend *backend,
   gm_child_trial (open_below, &b, TRIAL_MS, &t);
   nbdkit_debug ("%s: trial open of the layer below: a child process %s",
                 module, gm_trial_describe (&t, how, sizeof how));
+  if (t.end == GM_TRIAL_UNKNOWN)  /* a stall of up to TRIAL_MS: say it */
+    fprintf (stderr, "nbdkit: %s: warning: the trial open of the layer "
+             "below in a child process %s; opening it without a trial\n",
+             module, how);
   if (t.end != GM_TRIAL_CRASHED)
     return 0;
   /* Its message alone: nbdkit puts "nbdkit: error: " before this one. */

@@ -55,4 +55,31 @@ nbdcopy "$(uri gm)" "$T/gm.out"
 cmp "$T/dir/a" "$T/gm.out" || fail "cache over gmblock: data differs"
 stop_server gm
 grep -q 'trial open' "$T/gm.log" && fail "a trial over the gmblock plugin"
-info "crashing opens refused by every filter; file= and gmblock stacks serve"
+
+# A trial that hangs (here the sh plugin's first open, the trial's,
+# sleeps) is cut at its 10 s, with a warning; its sleep, in the trial's
+# process group, is killed with it; the real open then serves.
+cat >"$T/slow.sh" <<SH
+#!/bin/bash
+case "\$1" in
+    thread_model) echo parallel ;;
+    open) if mkdir "$T/slow.first" 2>/dev/null; then
+              echo \$\$ >"$T/slow.pid"; exec sleep 300
+          fi; echo h ;;
+    get_size) echo 1048576 ;;
+    pread) head -c "\$3" /dev/zero ;;
+    *) exit 2 ;;
+esac
+SH
+chmod +x "$T/slow.sh"
+start_server slow --filter=gmblock-cache sh "$T/slow.sh"
+nbdcopy "$(uri slow)" "$T/slow.out"
+cmp -n 1048576 /dev/zero "$T/slow.out" || fail "cache over a slow trial: data differs"
+stop_server slow
+grep -q 'gmblock-cache: warning: the trial open of the layer below in a child process gave no verdict' "$T/slow.log" ||
+    { cat "$T/slow.log" >&2; fail "no warning for a trial cut at its timeout"; }
+# Killed, it may stay a zombie a moment until init reaps it.
+gone () { local st; st=$(awk '{print $3}' "/proc/$1/stat" 2>/dev/null); [[ -z $st || $st == Z ]]; }
+for i in $(seq 50); do gone "$(cat "$T/slow.pid")" && break; sleep 0.1; done
+gone "$(cat "$T/slow.pid")" || fail "the hung trial's sleep outlived it"
+info "crashing opens refused by every filter; file= and gmblock stacks serve; a hung trial is cut with a warning"
