@@ -49,7 +49,35 @@ fi
 scan ""
 wait_idle ra
 sleep 0.5
-stop_server ra
 grep -q '^cache default ' "$T/disk.log" || fail "no prefetch for a client of the default export"
-[[ $(rcounter streams_detected) == 1 ]] || fail "streams_detected is $(rcounter streams_detected), expected 1"
+ncache () { grep -c '^cache default ' "$T/disk.log"; }
+# NBD_OPT_INFO then NBD_OPT_GO on one connection (libnbd's opt mode,
+# as nbdinfo does): nbdkit asks .default_export once per connection and
+# keeps the answer, so the GO's open came with no fresh mark and a
+# client of "" lost its readahead.  INFO "" then GO "b" still passes
+# through.
+scan_info_go () {       # scan_info_go GO-EXPORT: INFO "", GO, 16 reads of 64K
+    nbdsh -c '
+h.set_opt_mode(True)
+h.connect_uri("nbd+unix:///?socket='"$T"'/ra.sock")
+h.opt_info()
+h.set_export_name("'"$1"'")
+h.opt_go()
+for off in range(512 << 20, 513 << 20, 65536):
+    h.pread(65536, off)
+'
+}
+before=$(ncache)
+scan_info_go ""
+wait_idle ra
+sleep 0.5
+(( $(ncache) > before )) || fail "INFO \"\" then GO \"\": no prefetch (the connection lost its readahead)"
+before=$(ncache)
+scan_info_go b
+wait_idle ra
+sleep 0.5
+[[ $(ncache) == "$before" ]] || fail "INFO \"\" then GO \"b\": the workers prefetched the default export for b"
+grep -q '^cache b ' "$T/disk.log" && fail "INFO \"\" then GO \"b\": a prefetch reached b"
+stop_server ra
+[[ $(rcounter streams_detected) == 2 ]] || fail "streams_detected is $(rcounter streams_detected), expected 2"
 info "export b: passed through; default export: $(grep -c '^cache default ' "$T/disk.log") prefetches"

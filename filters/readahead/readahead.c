@@ -181,18 +181,29 @@ ra_unload (void)
 static char ra_on, ra_off;
 
 /* nbdkit hands .open the default export's resolved name ("a"), not
- * the "" the client asked for, after asking .default_export on the
- * connection's thread: that call marks the connection as the default's
- * (a client naming the default explicitly passes through: safe).
+ * the "" the client asked for.  It asks .default_export on the
+ * connection's thread once per connection and keeps the answer, so a
+ * client that sent NBD_OPT_INFO "" and then NBD_OPT_GO "" is asked
+ * once, for the INFO: a mark that its open used up left the GO's
+ * connection without readahead.  So the name is kept for the
+ * connection (its thread) instead, and a connection opening that name
+ * is the default's: after INFO "", GO "" and GO "a" both read what the
+ * workers read, GO "b" passes through.  A name too long to keep
+ * passes through (safe).
  */
-static __thread bool conn_asked_default;
+static __thread char conn_default[256];
+static __thread bool conn_default_known;
 
 static const char *
 ra_default_export (nbdkit_next_default_export *next, nbdkit_backend *nxdata,
                    int readonly, int is_tls)
 {
-  conn_asked_default = true;
-  return next (nxdata, readonly);
+  const char *name = next (nxdata, readonly);
+
+  conn_default_known = name && strlen (name) < sizeof conn_default;
+  if (conn_default_known)
+    strcpy (conn_default, name);
+  return name;
 }
 
 static void *
@@ -201,10 +212,8 @@ ra_open (nbdkit_next_open *next, nbdkit_context *ctx, int readonly,
 {
   if (next (ctx, readonly, exportname) == -1)
     return NULL;
-  bool asked_default = conn_asked_default;
-
-  conn_asked_default = false;
-  if (ra_active && *exportname && !asked_default) {
+  if (ra_active && *exportname &&
+      !(conn_default_known && strcmp (exportname, conn_default) == 0)) {
     nbdkit_debug (RNAME ": export \"%s\" is not the default export the "
                   "prefetch workers read: no readahead on this connection",
                   exportname);
