@@ -81,3 +81,21 @@ grep -q '^cache b ' "$T/disk.log" && fail "INFO \"\" then GO \"b\": a prefetch r
 stop_server ra
 [[ $(rcounter streams_detected) == 2 ]] || fail "streams_detected is $(rcounter streams_detected), expected 2"
 info "export b: passed through; default export: $(grep -c '^cache default ' "$T/disk.log") prefetches"
+
+# A default export's name may be as long as nbdkit lets it be (4096
+# bytes): the name kept for the connection was cut off at 255, so a
+# client of "" over a plugin whose default has a 300-byte name passed
+# through, no readahead.
+long=$(printf 'l%.0s' $(seq 300))
+sed "s/default_export) echo a/default_export) echo $long/" "$T/disk.sh" >"$T/longdef.sh"
+chmod +x "$T/longdef.sh"
+start_server long --filter=gmblock-readahead sh "$T/longdef.sh"
+nbdsh -u "nbd+unix:///?socket=$T/long.sock" -c '
+for off in range(0, 1 << 20, 65536):
+    h.pread(65536, off)
+'
+wait_idle long
+sleep 0.5
+stop_server long
+[[ $(grep -c "^pread $long " "$T/longdef.log") == 16 ]] || fail "the reader of the long-named default was not served by it"
+grep -q '^cache default ' "$T/longdef.log" || fail "a default export named with 300 bytes: no prefetch for its client"

@@ -188,10 +188,13 @@ static char ra_on, ra_off;
  * connection without readahead.  So the name is kept for the
  * connection (its thread) instead, and a connection opening that name
  * is the default's: after INFO "", GO "" and GO "a" both read what the
- * workers read, GO "b" passes through.  A name too long to keep
- * passes through (safe).
+ * workers read, GO "b" passes through.  The buffer holds any name
+ * nbdkit accepts as a default (NBD_MAX_STRING, 4096 bytes; it refuses
+ * longer ones): a 256-byte cap passed a legal default's clients
+ * through.
  */
-static __thread char conn_default[256];
+#define MAX_DEFAULT_NAME 4096
+static __thread char conn_default[MAX_DEFAULT_NAME + 1];
 static __thread bool conn_default_known;
 
 static const char *
