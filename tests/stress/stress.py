@@ -845,6 +845,9 @@ class Stress:
             for h in self.hs_all:
                 h.shutdown()
             self.hs_all = []
+            # For a caller that restarts the server under load (the
+            # lab's rdma-stress): no request of this run comes after.
+            print(REQUESTS_DONE, flush=True)
         except Failure as e:
             fails.append(str(e))
         except nbd.Error as e:
@@ -872,6 +875,9 @@ class Stress:
 
     def worker_safe(self, t, h, n):
         self.worker(t, h, n)
+
+
+REQUESTS_DONE = "requests done"
 
 
 def main():

@@ -112,17 +112,28 @@ for seed in $seeds; do
     done
     # Restarts while they run: a clean stop answers what the server
     # took, flushes and says goodbye; the bridge sends the rest again.
-    nr=0 rd=0 wr=0
+    # A run counts as busy until it says it sent its last request: a
+    # restart after every run's last request (one exiting, or writing
+    # its model) leaves the bridge nothing to reconnect for (seed 58 at
+    # 57e9470: goodbyes 8, reconnects 0, every run passed).
+    busy () {
+        local j
+        for ((j = 0; j < procs; j++)); do
+            kill -0 "${pids[j]}" 2>/dev/null &&
+                ! grep -qx 'requests done' "$LAB_OUT/stress-$((seed * 100 + j)).txt" && return 0
+        done
+        return 1
+    }
+    nr=0 loaded=0 rd=0 wr=0
     for ((k = 0; k < restarts; k++)); do
         sleep $((3 + RANDOM % 8))
-        alive=0
-        for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && alive=1; done
-        ((alive)) || break
+        busy || break
         step "seed $seed: restart $((k + 1)) of the server under load"
         stop "srv$seed"
         srv_check "srv$seed"
         serve "srv$seed" 10809 "${srv_args[@]}"
         nr=$((nr + 1))
+        busy && loaded=$((loaded + 1))
     done
     restarted=$((restarted + nr))
     bad=
@@ -148,7 +159,11 @@ for seed in $seeds; do
         fail "seed $seed: the bridge failed a flush for writes lost with the server"
     if ((nr > 0)); then
         counter_above goodbyes "$(rdma_counter "br$seed.stats" goodbyes)" 0 "the bridge heard the server's goodbye"
-        counter_above reconnects "$(rdma_counter "br$seed.stats" reconnects)" 0 "the bridge reconnected after the restarts"
+        if ((loaded > 0)); then
+            counter_above reconnects "$(rdma_counter "br$seed.stats" reconnects)" 0 "the bridge reconnected after the restarts"
+        else
+            echo "seed $seed: every run had sent its last request when the server came back: no reconnect to check"
+        fi
         [ "$(rdma_counter "br$seed.stats" transport_errors)" = 0 ] ||
             fail "seed $seed: requests failed with EIO across a clean restart"
     fi
