@@ -90,4 +90,27 @@ gm_round_up (uint64_t v, uint64_t align)
   return gm_round_down (v + align - 1, align);
 }
 
+/* The largest read or write nbdkit 1.32 serves: its server refuses
+ * larger ones before any plugin or filter sees them (MAX_REQUEST_SIZE;
+ * nbdkit-blocksize-filter(1): "nbdkit itself refuses a read or write
+ * larger than 64 megabytes").  nbdkit-plugin(3) only bounds a maximum
+ * block size by 0xffff_ffff.
+ */
+#define GM_NBDKIT_MAX_REQUEST (64u << 20)
+
+/* For a filter's .block_size: a layer below that gave no block sizes
+ * (minimum 0: nbdkit's memory and file plugins) gets minimum 1 and
+ * nbdkit's own limit as the maximum, not nothing: a client that
+ * believed 0xffffffff (qemu, nbd-client; libnbd caps it itself) would
+ * send requests nbdkit refuses.
+ */
+static inline void
+gm_block_size_unsaid (uint32_t *minimum, uint32_t *maximum)
+{
+  if (*minimum == 0) {
+    *minimum = 1;
+    *maximum = GM_NBDKIT_MAX_REQUEST;
+  }
+}
+
 #endif /* GMBLOCK_SIZES_H */

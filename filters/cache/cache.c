@@ -20,7 +20,6 @@
 #define MIN_BS 4096u
 #define MAX_BS (16u << 20)
 #define MIN_BLOCKS 16               /* below this, 2Q has nothing to choose */
-#define MAX_REQUEST (64u << 20)     /* nbdkit refuses larger reads and writes */
 
 struct cache_config cfg = {
   .mode = MODE_ADAPTIVE,
@@ -498,10 +497,7 @@ cache_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
     return -1;
   if (cfg.mode == MODE_BYPASS)
     return 0;
-  if (*minimum == 0) {          /* no information below: say ours */
-    *minimum = 1;
-    *maximum = MAX_REQUEST;
-  }
+  gm_block_size_unsaid (minimum, maximum);
   /* Whole blocks are what the cache handles best. */
   if (*preferred < tbl.bs)
     *preferred = tbl.bs;

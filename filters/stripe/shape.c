@@ -48,21 +48,14 @@ shape_round_out (const struct sp_geom *g, uint64_t offset, uint32_t count,
   *end = e;
 }
 
-/* The largest read or write nbdkit 1.32 serves: its server refuses
- * larger ones before any plugin or filter sees them (MAX_REQUEST_SIZE;
- * nbdkit-blocksize-filter(1): "nbdkit itself refuses a read or write
- * larger than 64 megabytes").  nbdkit-plugin(3) only bounds a maximum
- * block size by 0xffff_ffff.
- */
-#define MAX_REQUEST (64u << 20)
-_Static_assert (MAX_STRIPE <= MAX_REQUEST,
+_Static_assert (MAX_STRIPE <= GM_NBDKIT_MAX_REQUEST,
                 "a preferred size (at most a full stripe) within the maximum");
 
 /* Preferred: one full stripe, or the largest power of two in it;
- * maximum: the layer below's, at most MAX_REQUEST (also when it
- * gives none);
- * minimum: unchanged (1 when below gives none).  Each uses the
- * geometry its connection found when it opened (the handle).
+ * maximum: the layer below's, at most nbdkit's request limit (that
+ * limit when below gives none); minimum: unchanged (1 when below gives
+ * none).  Each uses the geometry its connection found when it opened
+ * (the handle).
  */
 int
 sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
@@ -75,20 +68,13 @@ sp_block_size (nbdkit_next *next, void *handle, uint32_t *minimum,
     return -1;
   if (!g->active)
     return 0;
-  /* The layer below said nothing (nbdkit's memory and file plugins):
-   * a client that believed a maximum of 0xffffffff (qemu, nbd-client;
-   * libnbd caps it itself) would send requests nbdkit refuses.
-   */
-  if (*minimum == 0) {
-    *minimum = 1;
-    *maximum = MAX_REQUEST;
-  }
-  /* Nor beyond it when below gives more (blocksize-policy, a remote
-   * server through the nbd plugin): nbdkit refuses those requests
-   * before below sees them. */
-  if (*maximum > MAX_REQUEST)
-    *maximum = MAX_REQUEST;
-  /* The maximum stays the layer below's: nbdkit does not split
+  gm_block_size_unsaid (minimum, maximum);
+  /* Nor beyond nbdkit's limit when below gives more (blocksize-policy,
+   * a remote server through the nbd plugin): nbdkit refuses those
+   * requests before below sees them. */
+  if (*maximum > GM_NBDKIT_MAX_REQUEST)
+    *maximum = GM_NBDKIT_MAX_REQUEST;
+  /* Otherwise the maximum stays the layer below's: nbdkit does not split
    * requests, so a larger one would promise what below refuses (a
    * strict client sending the advertised maximum got EINVAL).  The
    * preferred size is clamped to it instead, to the largest power of
