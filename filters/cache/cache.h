@@ -209,6 +209,13 @@ int lower_extents (nbdkit_next *next, uint32_t count, uint64_t off,
 /* ---- writeback.c ---- */
 /* Seconds on the monotonic clock: when a block became dirty. */
 uint32_t dirty_clock (void);
+/* A write-back's hold on dirty slot sl, caller holding sh->lock: the
+ * block stays readable and counts as clean until written again.  Its
+ * release makes the block dirty again if the write failed, and wakes
+ * the shard's waiters.
+ */
+void slot_wb_hold (struct shard *sh, struct slot *sl);
+void slot_wb_release (struct shard *sh, struct slot *sl, bool failed);
 /* Write back one resident dirty slot.  Caller holds sh->lock; it is
  * dropped and retaken around the I/O.  Returns 0 or -1 with *err.
  */

@@ -230,18 +230,6 @@ unit_blocks (uint64_t u, uint64_t *first, uint64_t *last)
   *last = l - swb.phase < tbl.nblocks ? l - swb.phase : tbl.nblocks - 1;
 }
 
-/* Take a shared write-back hold on dirty slot sl (its shard sh locked). */
-static void
-hold (struct shard *sh, struct slot *sl)
-{
-  sl->shared++;
-  sl->wb = true;
-  sl->dirty = false;
-  sh->nwb++;
-  sh->ndirty--;
-  atomic_fetch_sub (&tbl.ndirty, 1);
-}
-
 static void
 release (uint64_t b, uint32_t s, bool failed)
 {
@@ -249,15 +237,7 @@ release (uint64_t b, uint32_t s, bool failed)
   struct slot *sl = &tbl.slots[s];
 
   pthread_mutex_lock (&sh->lock);
-  sl->shared--;
-  sl->wb = false;
-  sh->nwb--;
-  if (failed && !sl->dirty) {
-    sl->dirty = true;
-    sh->ndirty++;
-    atomic_fetch_add (&tbl.ndirty, 1);
-  }
-  shard_wake (sh);
+  slot_wb_release (sh, sl, failed);
   pthread_mutex_unlock (&sh->lock);
 }
 
@@ -369,7 +349,7 @@ unit_write_back (uint64_t u, uint64_t pre_b, uint32_t pre_s,
       sl = s == NONE ? NULL : &tbl.slots[s];
       if (sl && (sl->dirty || sl->wb)) {
         if (!sl->wb && !sl->excl) {
-          hold (sh, sl);
+          slot_wb_hold (sh, sl);
           g->slot[b - first] = s;
         }
         else if (!evicting)
@@ -437,7 +417,7 @@ stripe_wb_evict (struct shard *sh, uint32_t s, int *err)
    */
   if (!swb.on || !swb.geometry || (g = gather_take (false)) == NULL)
     return slot_write_back (sh, s, err);
-  hold (sh, sl);
+  slot_wb_hold (sh, sl);
   pthread_mutex_unlock (&sh->lock);
   r = unit_write_back (stripe_wb_unit_of (b), b, s, g, err);
   gather_give (g);

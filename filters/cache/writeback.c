@@ -42,6 +42,32 @@ dirty_clock (void)
   return gm_now_ns () / 1000000000;
 }
 
+void
+slot_wb_hold (struct shard *sh, struct slot *sl)
+{
+  sl->shared++;
+  sl->wb = true;
+  sl->dirty = false;
+  sh->nwb++;
+  sh->ndirty--;
+  atomic_fetch_sub (&tbl.ndirty, 1);
+}
+
+void
+slot_wb_release (struct shard *sh, struct slot *sl, bool failed)
+{
+  sl->shared--;
+  sl->wb = false;
+  sh->nwb--;
+  /* Written again meanwhile, it is dirty already. */
+  if (failed && !sl->dirty) {
+    sl->dirty = true;
+    sh->ndirty++;
+    atomic_fetch_add (&tbl.ndirty, 1);
+  }
+  shard_wake (sh);
+}
+
 int
 slot_write_back (struct shard *sh, uint32_t s, int *err)
 {
@@ -49,32 +75,18 @@ slot_write_back (struct shard *sh, uint32_t s, int *err)
   uint64_t b = sl->blk;
   int r;
 
-  sl->shared++;
-  sl->wb = true;
-  sl->dirty = false;
-  sh->nwb++;
-  sh->ndirty--;
-  atomic_fetch_sub (&tbl.ndirty, 1);
+  slot_wb_hold (sh, sl);
   pthread_mutex_unlock (&sh->lock);
   r = lower_pwrite (slot_mem (s), blk_len (b), blk_off (b), 0, err);
   pthread_mutex_lock (&sh->lock);
-  sl->shared--;
-  sl->wb = false;
-  sh->nwb--;
-  if (r == -1) {
-    if (!sl->dirty) {
-      sl->dirty = true;
-      sh->ndirty++;
-      atomic_fetch_add (&tbl.ndirty, 1);
-    }
+  slot_wb_release (sh, sl, r == -1);
+  if (r == -1)
     CCOUNT (CS_ERRORS, 1);
-  }
   else {
     CCOUNT (CS_WRITEBACKS, 1);
     CCOUNT (CS_WRITEBACK_BYTES, blk_len (b));
     CCOUNT (CS_WRITEBACK_WRITES, 1);
   }
-  shard_wake (sh);
   return r;
 }
 
