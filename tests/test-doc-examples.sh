@@ -118,6 +118,10 @@ serve () {
     size=$(nbdinfo --size "$(uri "$name")") || fail "nbdinfo failed"
     [[ -z $want || $size == "$want" ]] || fail "nbdinfo says size $size, not $want"
     stop_server "$name"
+    # nbdkit takes any -D flag, and only warns of one no module has.
+    if grep -E 'nbdkit: warning: (-D |debug flag -D )' "$T/$name.log"; then
+        fail "a -D flag of the example is no module's"
+    fi
     info "served (size $size)"
 }
 
