@@ -16,8 +16,10 @@ which the test expects to find in nbdkit's.
 Printed, one line each, fields separated by tabs:
 
     example FILE LINE KIND ARGS TEXT EXPECTED
-        KIND: example, or synopsis (brackets expanded: an optional part
-        is given, and of alternatives a|b the first); ARGS: the words
+        KIND: example; synopsis (brackets expanded: an optional part
+        is given, and of alternatives a|b the first); or unslashed (an
+        example, not a synopsis, that goes on on a deeper-indented line
+        with no backslash before it: broken when pasted); ARGS: the words
         after nbdkit, shell-quoted; TEXT: the command as the doc shows it
         (continuations joined); EXPECTED: the output shown ("" if none)
     skipped FILE LINE REASON TEXT

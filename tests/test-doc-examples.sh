@@ -1,8 +1,9 @@
 #!/bin/bash
 # Every nbdkit example command line of the docs works: README.md, the
-# READMEs of the modules and their man pages (pods).  tests/doc-examples.py
-# finds them (and says how many per file); each one runs here, with the
-# files and addresses of the SUBSTITUTIONS below, and must
+# READMEs of the modules, their man pages (pods) and docs/*.md.
+# tests/doc-examples.py finds them (and says how many per file); each
+# one runs here, with the files and addresses of the SUBSTITUTIONS
+# below, and must
 #   - serve: nbdinfo sees the export (its size), and the server stops
 #     cleanly; or
 #   - be refused as the doc shows it: a "$ nbdkit ..." example followed by
@@ -19,7 +20,7 @@
 require nbdinfo /usr/bin/python3
 
 cd "$top"
-docs=(README.md plugins/*/README.md filters/*/README.md plugins/*/*.pod filters/*/*.pod)
+docs=(README.md plugins/*/README.md filters/*/README.md plugins/*/*.pod filters/*/*.pod docs/*.md)
 /usr/bin/python3 tests/doc-examples.py "${docs[@]}" >"$T/examples" ||
     fail "tests/doc-examples.py failed"
 cd "$T"
