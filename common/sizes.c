@@ -137,6 +137,40 @@ gm_parse_size (const char *str, uint64_t *out, const char **why)
   return 0;
 }
 
+static int
+parse_size_in (const char *str, uint64_t lo, uint64_t hi, bool pow2,
+               uint64_t *out, const char **why)
+{
+  uint64_t v;
+
+  if (gm_parse_size (str, &v, why) == -1)
+    return -1;
+  if (pow2 && !gm_is_power_of_2 (v)) {
+    *why = "not a power of two";
+    return -1;
+  }
+  if (v < lo || v > hi) {
+    *why = "out of range";
+    return -1;
+  }
+  *out = v;
+  return 0;
+}
+
+int
+gm_parse_size_range (const char *str, uint64_t lo, uint64_t hi, uint64_t *out,
+                     const char **why)
+{
+  return parse_size_in (str, lo, hi, false, out, why);
+}
+
+int
+gm_parse_pow2_size (const char *str, uint64_t lo, uint64_t hi, uint64_t *out,
+                    const char **why)
+{
+  return parse_size_in (str, lo, hi, true, out, why);
+}
+
 int
 gm_parse_size_or_percent (const char *str, uint64_t whole,
                           uint64_t *out, const char **why)

@@ -31,6 +31,16 @@ int gm_parse_size (const char *str, uint64_t *out, const char **why);
 int gm_parse_count (const char *str, unsigned lo, unsigned hi, unsigned *out,
                     const char **why);
 
+/* A size from lo to hi, written as gm_parse_size takes it; the _pow2
+ * form takes only a power of two (every block, window and piece size
+ * option).  On error returns -1, *out left alone, and sets *why to
+ * gm_parse_size's reason, "not a power of two" or "out of range".
+ */
+int gm_parse_size_range (const char *str, uint64_t lo, uint64_t hi,
+                         uint64_t *out, const char **why);
+int gm_parse_pow2_size (const char *str, uint64_t lo, uint64_t hi,
+                        uint64_t *out, const char **why);
+
 /* Like gm_parse_size, but also accepts "N%" meaning N percent of
  * 'whole' (N from 1 to 100).
  */

@@ -75,14 +75,9 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   if (strcmp (key, "cache-block-size") == 0) {
-    if (gm_parse_size (value, &v, &why) == -1) {
+    if (gm_parse_pow2_size (value, MIN_BS, MAX_BS, &v, &why) == -1) {
       nbdkit_error (CNAME ": cache-block-size=%s: %s (expected a power of "
                     "two from 4K to 16M)", value, why);
-      return -1;
-    }
-    if (!gm_is_power_of_2 (v) || v < MIN_BS || v > MAX_BS) {
-      nbdkit_error (CNAME ": cache-block-size=%s: expected a power of two "
-                    "from 4K to 16M", value);
       return -1;
     }
     cfg.block_size = v;
@@ -140,10 +135,7 @@ cache_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return -1;
   }
   if (strcmp (key, "writeback-merge") == 0) {
-    why = NULL;
-    if (gm_parse_size (value, &v, &why) == 0 && v > WB_MAX_UNIT)
-      why = "larger than 32M";
-    if (why) {
+    if (gm_parse_size_range (value, 0, WB_MAX_UNIT, &v, &why) == -1) {
       nbdkit_error (CNAME ": writeback-merge=%s: %s (expected a size from "
                     "0, which writes back block by block, to 32M)",
                     value, why);

@@ -116,10 +116,9 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   if (strcmp (key, "rdma-pool") == 0) {
-    const char *w = "out of range";
+    const char *w;
     char a[32], b[32];
-    if (gm_parse_size (value, &pool_size, &w) == -1 ||
-        pool_size < MIN_POOL || pool_size > MAX_POOL) {
+    if (gm_parse_size_range (value, MIN_POOL, MAX_POOL, &pool_size, &w)) {
       nbdkit_error (NAME ": rdma-pool=%s: %s (expected a size from %s to %s, "
                     "such as 32M)", value, w,
                     gm_format_size (MIN_POOL, a, sizeof a),
@@ -149,14 +148,12 @@ rdma_config (nbdkit_next_config *next, nbdkit_backend *nxdata,
     return 0;
   }
   if (strcmp (key, "rdma-piece") == 0) {
-    const char *w = "out of range";
-    uint64_t n = 0;
-    int bad = gm_parse_size (value, &n, &w) == -1;
-    if (!bad && (n & (n - 1))) {
-      w = "not a power of two";
-      bad = 1;
-    }
-    if (bad || (n != 0 && (n < 4096 || n > MAX_REQUEST))) {
+    const char *w;
+    uint64_t n;
+
+    if (gm_parse_size (value, &n, &w) == -1 ||
+        (n != 0 &&
+         gm_parse_pow2_size (value, 4096, MAX_REQUEST, &n, &w) == -1)) {
       nbdkit_error (NAME ": rdma-piece=%s: %s (expected 0, to send each "
                     "READ whole, or a power of two from 4K to 1M)", value, w);
       return -1;

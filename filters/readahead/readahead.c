@@ -35,17 +35,11 @@ static int
 parse_window (const char *key, const char *value, uint64_t lo, uint64_t hi,
               uint64_t *out)
 {
-  const char *why = "not a power of two";
+  const char *why;
   char a[32], b[32];
-  uint64_t v;
 
-  if (gm_parse_size (value, &v, &why) == 0 && gm_is_power_of_2 (v) &&
-      v >= lo && v <= hi) {
-    *out = v;
+  if (gm_parse_pow2_size (value, lo, hi, out, &why) == 0)
     return 0;
-  }
-  if (gm_parse_size (value, &v, &why) == 0 && gm_is_power_of_2 (v))
-    why = "out of range";
   nbdkit_error (RNAME ": %s=%s: %s (expected a power of two from %s to %s, "
                 "such as %s)", key, value, why, gm_format_size (lo, a, sizeof a),
                 gm_format_size (hi, b, sizeof b),

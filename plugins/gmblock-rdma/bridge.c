@@ -118,12 +118,9 @@ bridge_config (const char *key, const char *value)
     return -1;
   }
   if (strcmp (key, "pool") == 0) {
-    if (gm_parse_size (value, &opt_pool, &w) == -1 ||
-        opt_pool < MIN_POOL || opt_pool > MAX_POOL) {
+    if (gm_parse_size_range (value, MIN_POOL, MAX_POOL, &opt_pool, &w)) {
       nbdkit_error (NAME ": pool=%s: %s (expected a size from 64K to 1G, "
-                    "such as 16M)", value,
-                    gm_parse_size (value, &opt_pool, &w) == -1 ? w
-                    : "out of range");
+                    "such as 16M)", value, w);
       return -1;
     }
     return 0;

@@ -48,14 +48,10 @@ gm_config (const char *key, const char *value)
     gm.direct = b;
   }
   else if (strcmp (key, "pool-size") == 0) {
-    if (gm_parse_size (value, &gm.pool_size, &why) == -1) {
+    if (gm_parse_size_range (value, POOL_MIN, POOL_MAX, &gm.pool_size,
+                             &why) == -1) {
       nbdkit_error (GM_NAME ": pool-size=%s: %s (expected a size such as "
                     "64M, from 1M to 1G)", value, why);
-      return -1;
-    }
-    if (gm.pool_size < POOL_MIN || gm.pool_size > POOL_MAX) {
-      nbdkit_error (GM_NAME ": pool-size=%s is out of range: accepted "
-                    "from 1M to 1G", value);
       return -1;
     }
     pool_size_set = true;

@@ -20,6 +20,8 @@
  *   - gm_parse_size_or_percent: "N%" (blanks and a "+" before it, as
  *     a size) with N from 1 to 100 is N percent of the whole (rounded
  *     down, exactly), else as gm_parse_size
+ *   - gm_parse_size_range, gm_parse_pow2_size: gm_parse_size's verdict,
+ *     then from lo to hi (and a power of two); *out left alone on error
  *   - gm_parse_count: blanks, an optional "+", decimal digits, nothing
  *     after; from lo to hi; *out left alone on error
  *   - gm_parse_seconds: a decimal number (sign, digits, point,
@@ -245,6 +247,29 @@ check_seconds (const char *s, double min, double max)
 
 /* ---- gm_format_size ---- */
 
+/* sized, m: the model's verdict and value for gm_parse_size; the
+ * range from the first bytes: lo up to 2^24 - 1, hi = lo << 0..31. */
+static void
+check_size_ranges (const char *s, int sized, uint64_t m, uint64_t num)
+{
+  uint64_t lo = num & 0xffffff, hi = lo << ((num >> 24) & 31), v;
+  bool in = sized == 0 && m >= lo && m <= hi;
+  bool pow2 = in && m != 0 && (m & (m - 1)) == 0;
+  const char *why;
+  int r;
+
+  v = 77;
+  why = NULL;
+  r = gm_parse_size_range (s, lo, hi, &v, &why);
+  ASSERT (r == (in ? 0 : -1));
+  ASSERT (r == 0 ? v == m : v == 77 && why != NULL);
+  v = 77;
+  why = NULL;
+  r = gm_parse_pow2_size (s, lo, hi, &v, &why);
+  ASSERT (r == (in && pow2 ? 0 : -1));
+  ASSERT (r == 0 ? v == m : v == 77 && why != NULL);
+}
+
 static void
 check_format (uint64_t n, const char *s)
 {
@@ -435,6 +460,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   rm = model_size (s, &m);
   ASSERT (r == rm);
   ASSERT (r == 0 ? v == m : why != NULL);
+  check_size_ranges (s, rm, m, num);
 
   why = NULL;
   r = gm_parse_size_or_percent (s, num, &v, &why);

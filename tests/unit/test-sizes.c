@@ -99,6 +99,39 @@ main (void)
   CHECK (gm_parse_size_or_percent ("-50%", 1000, &v, &why) == -1);
   CHECK (gm_parse_size_or_percent ("+-50%", 1000, &v, &why) == -1);
 
+  /* Sizes in a range, and powers of two in a range: block, window,
+   * piece and pool sizes.  *out is left alone on error. */
+  {
+    uint64_t n = 77;
+    CHECK (gm_parse_size_range ("64K", 4096, 1 << 20, &n, &why) == 0 &&
+           n == 65536);
+    CHECK (gm_parse_size_range ("48K", 4096, 1 << 20, &n, &why) == 0 &&
+           n == 49152);
+    CHECK (gm_parse_size_range ("0", 0, 32 << 20, &n, &why) == 0 && n == 0);
+    CHECK (gm_parse_size_range ("4095", 4096, 1 << 20, &n, &why) == -1 &&
+           strcmp (why, "out of range") == 0 && n == 0);
+    n = 77;
+    CHECK (gm_parse_size_range ("1025K", 4096, 1 << 20, &n, &why) == -1 &&
+           strcmp (why, "out of range") == 0 && n == 77);
+    CHECK (gm_parse_size_range ("banana", 0, UINT64_MAX, &n, &why) == -1 &&
+           strcmp (why, "out of range") != 0 && n == 77);
+    CHECK (gm_parse_pow2_size ("+1M", 4096, 1 << 20, &n, &why) == 0 &&
+           n == 1 << 20);
+    CHECK (gm_parse_pow2_size ("4K", 4096, 1 << 20, &n, &why) == 0 &&
+           n == 4096);
+    n = 77;
+    CHECK (gm_parse_pow2_size ("48K", 4096, 1 << 20, &n, &why) == -1 &&
+           strcmp (why, "not a power of two") == 0 && n == 77);
+    CHECK (gm_parse_pow2_size ("0", 0, 1 << 20, &n, &why) == -1 &&
+           strcmp (why, "not a power of two") == 0 && n == 77);
+    CHECK (gm_parse_pow2_size ("2M", 4096, 1 << 20, &n, &why) == -1 &&
+           strcmp (why, "out of range") == 0 && n == 77);
+    CHECK (gm_parse_pow2_size ("2K", 4096, 1 << 20, &n, &why) == -1 &&
+           strcmp (why, "out of range") == 0 && n == 77);
+    CHECK (gm_parse_pow2_size ("", 4096, 1 << 20, &n, &why) == -1 &&
+           n == 77);
+  }
+
   /* Counts: every count-like option of every module. */
   {
     unsigned n = 77;
