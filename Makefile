@@ -81,7 +81,7 @@ vpath %.pod $(sort $(dir $(MAN_POD)))
         install uninstall clean fuzz man modules deb
 .DELETE_ON_ERROR:
 
-all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver man
+all: $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver $(B)/tests/rdma-mwprobe man
 
 man: $(MAN_PAGES)
 $(B)/man/man1/%.1: %.pod
@@ -111,6 +111,10 @@ $(B)/tests/rdma-badclient: tests/rdma-badclient.c $(COMMON_LIB)
 $(B)/tests/rdma-badserver: tests/rdma-badserver.c $(COMMON_LIB)
 	@mkdir -p $(@D)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(COMMON_LIB) $(RDMA_LIBS)
+# Does the device do type-2 memory windows as the bridge needs (rdma-mwprobe.sh)?
+$(B)/tests/rdma-mwprobe: tests/rdma-mwprobe.c
+	@mkdir -p $(@D)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(RDMA_LIBS) -lpthread
 
 # The user command that shows the PCI topology (common/topology.c).
 $(TOPOLOGY): plugins/gmblock/cmd/gmblock-topology.c $(COMMON_LIB)
@@ -277,7 +281,7 @@ uninstall:
 	rm -f $(foreach f,$(FILTERS),$(DESTDIR)$(FILTERDIR)/nbdkit-gmblock-$(f)-filter.so)
 
 clean: $(if $(wildcard tests/vm/vm.mk),clean-vm)
-	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver
+	rm -f $(COMMON_OBJ) $(PLUGIN_OBJ) $(BRIDGE_OBJ) $(COMMON_LIB) $(MODULES) $(TOPOLOGY) $(UNIT_BIN) $(FUZZ_BIN) $(B)/tests/rdma-badclient $(B)/tests/rdma-badserver $(B)/tests/rdma-mwprobe
 	rm -f $(foreach f,$(FILTERS),$(B)/filters/$(f)/*.o)
 	rm -rf $(B)/man
 	rm -rf .build-sanitize .build-tsan .build-cov
