@@ -24,7 +24,10 @@ Printed, one line each, fields separated by tabs:
         (continuations joined); EXPECTED: the output shown ("" if none)
     skipped FILE LINE REASON TEXT
         a line of an example block that starts with nbdkit but is no
-        command line (part of an example's output, a column listing)
+        command line (part of an example's output, a column listing),
+        or an nbdkit command in inline code of the prose (Markdown
+        `...`, pod C<...>): listed, not run (many are fragments:
+        "nbdkit -v", "gmblock ...")
     count FILE N
         examples found in FILE
 
@@ -36,6 +39,8 @@ import shlex
 import sys
 
 START = re.compile(r'^(?:\$ )?(?:sudo )?(?:\./)?nbdkit(?= |$)')
+# An nbdkit command in inline code: nbdkit and an option or a plugin.
+INLINE = re.compile(r'^(?:\$ )?(?:sudo )?(?:\./)?nbdkit +[-\w]')
 # A plain search, to catch a parser that finds nothing.
 ROUGH = re.compile(r'^\s+(?:\$ )?(?:sudo )?(?:\./)?nbdkit ')
 
@@ -110,6 +115,30 @@ def pod_blocks(lines):
             blocks.append(para)
         para = []
     return blocks
+
+
+def inline_commands(path, lines, blocks):
+    """Inline code of the prose that starts as an example does, as
+    (line number, text): code blocks and their fences left out."""
+    inblock = {n for block in blocks for n, _ in block}
+    prose = []
+    for n, raw in enumerate(lines, 1):
+        s = raw.strip()
+        if n in inblock or s.startswith('```') or s.startswith('~~~') or \
+                (path.endswith('.pod') and s[:1] == '='):
+            prose.append('')
+        else:
+            prose.append(raw.rstrip('\n'))
+    text = '\n'.join(prose)
+    span = r'C<([^<>]+)>' if path.endswith('.pod') else r'`([^`]+)`'
+    found = []
+    for m in re.finditer(span, text):
+        if '\n\n' in m.group(1):
+            continue                    # not one paragraph: no span
+        code = ' '.join(m.group(1).split())
+        if INLINE.match(code):
+            found.append((text.count('\n', 0, m.start()) + 1, code))
+    return found
 
 
 def expand(words):
@@ -207,6 +236,9 @@ def parse(path):
                   % (path, n, kind,
                      shlex.join(words), shown, ' '.join(expected)))
             found.append(n)
+    for n, code in inline_commands(path, lines, blocks):
+        print('skipped\t%s\t%d\tinline code in the prose, not run\t%s'
+              % (path, n, code))
     return found, any(ROUGH.match(l) for l in lines)
 
 

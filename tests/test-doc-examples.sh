@@ -16,6 +16,8 @@
 # each a|b.  A failure names the doc, the line and the command.  An
 # example that runs the very command of one before it (the READMEs and
 # the man pages share many) is not run again: it has that one's result.
+# An nbdkit command in inline code of the prose is listed ("not run"),
+# not run: many are fragments ("nbdkit -v", "gmblock ...").
 . "$(dirname "$0")/functions.sh"
 require nbdinfo /usr/bin/python3
 
@@ -131,7 +133,7 @@ broken=() nfound=0 i=0
 while IFS=$'\t' read -r rec file line kind args text expected; do
     case $rec in
         count) counts[$file]=$line; continue ;;
-        skipped) info "not a command line ($kind): $file:$line: $args"
+        skipped) info "not run ($kind): $file:$line: $args"
                  counts[not-a-command]=$((${counts[not-a-command]:-0} + 1)); continue ;;
     esac
     i=$((i + 1))
@@ -202,7 +204,7 @@ for c in "${!counts[@]}"; do
     if [[ $c == class:* ]]; then printf '  %-55s %s\n' "${c#class: }" "${counts[$c]}"; fi
 done | sort
 printf '  %-55s %s\n' "(synopses among them, run expanded)" "${counts[synopses]:-0}" \
-    "(lines starting with nbdkit that are no command)" "${counts[not-a-command]:-0}"
+    "(not run: nbdkit lines of output, listings, inline code)" "${counts[not-a-command]:-0}"
 echo "$nfound examples, ${counts[broken]:-0} broken"
 [[ $nfound -gt 0 ]] || fail "no example found"
 if [[ ${#broken[@]} -gt 0 ]]; then
