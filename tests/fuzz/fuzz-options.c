@@ -3,7 +3,8 @@
  * SPDX-License-Identifier: BSD-3-Clause
  *
  * An input is byte 0 (parameters: bits 0-1 the base of gm_parse_u64,
- * 0, 10, 16 or 8; bits 2-3 which range gm_parse_seconds gets) and the
+ * 0, 10, 16 or 8; bits 2-3 which range gm_parse_seconds gets; bits 4-5
+ * the range of gm_parse_size_range and gm_parse_pow2_size) and the
  * text after it, given to every parser as a C string (cut at its first
  * NUL) in a buffer of exactly its length, so ASan sees any read past
  * it.  The first 8 bytes of the input, little-endian, are also the
@@ -21,7 +22,8 @@
  *     a size) with N from 1 to 100 is N percent of the whole (rounded
  *     down, exactly), else as gm_parse_size
  *   - gm_parse_size_range, gm_parse_pow2_size: gm_parse_size's verdict,
- *     then from lo to hi (and a power of two); *out left alone on error
+ *     then from lo to hi (and a power of two); *out left alone on error,
+ *     *why gm_parse_size's reason, "not a power of two" or "out of range"
  *   - gm_parse_count: blanks, an optional "+", decimal digits, nothing
  *     after; from lo to hi; *out left alone on error
  *   - gm_parse_seconds: a decimal number (sign, digits, point,
@@ -247,27 +249,50 @@ check_seconds (const char *s, double min, double max)
 
 /* ---- gm_format_size ---- */
 
-/* sized, m: the model's verdict and value for gm_parse_size; the
- * range from the first bytes: lo up to 2^24 - 1, hi = lo << 0..31. */
+/* sized, m, size_why: the model's verdict and value for gm_parse_size,
+ * and gm_parse_size's reason (checked against the model before).  The
+ * range: from the first bytes (lo up to 2^24 - 1, hi = lo << 0..31),
+ * or by bits 4-5 of byte 0 one with m at an end of it, or just outside
+ * one (taken from the text's bytes, lo is rarely the number the text
+ * says: an off-by-one at either end went unseen).  On error *why is
+ * gm_parse_size's reason, or what is wrong: "out of range" or "not a
+ * power of two" (either when both are). */
 static void
-check_size_ranges (const char *s, int sized, uint64_t m, uint64_t num)
+check_size_ranges (const char *s, int sized, uint64_t m, const char *size_why,
+                   uint64_t num, unsigned sel)
 {
   uint64_t lo = num & 0xffffff, hi = lo << ((num >> 24) & 31), v;
-  bool in = sized == 0 && m >= lo && m <= hi;
-  bool pow2 = in && m != 0 && (m & (m - 1)) == 0;
+  bool in, pow2;
   const char *why;
   int r;
+
+  if (sized == 0) {
+    switch (sel & 3) {
+    case 1: lo = hi = m; break;
+    case 2: lo = m == UINT64_MAX ? m : m + 1; hi = UINT64_MAX; break;
+    case 3: lo = 0; hi = m == 0 ? 0 : m - 1; break;
+    }
+  }
+  in = sized == 0 && m >= lo && m <= hi;
+  pow2 = sized == 0 && m != 0 && (m & (m - 1)) == 0;
 
   v = 77;
   why = NULL;
   r = gm_parse_size_range (s, lo, hi, &v, &why);
   ASSERT (r == (in ? 0 : -1));
   ASSERT (r == 0 ? v == m : v == 77 && why != NULL);
+  if (r == -1)
+    ASSERT (strcmp (why, sized ? size_why : "out of range") == 0);
   v = 77;
   why = NULL;
   r = gm_parse_pow2_size (s, lo, hi, &v, &why);
   ASSERT (r == (in && pow2 ? 0 : -1));
   ASSERT (r == 0 ? v == m : v == 77 && why != NULL);
+  if (r == -1 && sized)
+    ASSERT (strcmp (why, size_why) == 0);
+  else if (r == -1)
+    ASSERT ((!in && strcmp (why, "out of range") == 0) ||
+            (!pow2 && strcmp (why, "not a power of two") == 0));
 }
 
 static void
@@ -460,7 +485,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
   rm = model_size (s, &m);
   ASSERT (r == rm);
   ASSERT (r == 0 ? v == m : why != NULL);
-  check_size_ranges (s, rm, m, num);
+  check_size_ranges (s, rm, m, why, num, data[0] >> 4);
 
   why = NULL;
   r = gm_parse_size_or_percent (s, num, &v, &why);
