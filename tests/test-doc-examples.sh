@@ -121,6 +121,10 @@ serve () {
     size=$(nbdinfo --size "$(uri "$name")") || fail "nbdinfo failed"
     [[ -z $want || $size == "$want" ]] || fail "nbdinfo says size $size, not $want"
     stop_server "$name"
+    [[ $server_rc == 0 ]] || fail "the server exited with status $server_rc"
+    if grep -E '(^|: )error: ' "$T/$name.log"; then
+        fail "the server logged an error"
+    fi
     # nbdkit takes any -D flag, and only warns of one no module has.
     if grep -E 'nbdkit: warning: (-D |debug flag -D )' "$T/$name.log"; then
         fail "a -D flag of the example is no module's"
